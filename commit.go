@@ -1,0 +1,188 @@
+package jobstate
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// CommitInput is what an execution commits: the job's result and the
+// effect to apply exactly once.
+type CommitInput struct {
+	// Result is stored as the job's result when the commit wins.
+	Result []byte
+	// Effect is applied inside the commit boundary, only if the commit
+	// wins; an error from it aborts the commit and writes nothing (the
+	// execution stays live and may retry the commit or fail). Optional.
+	Effect EffectFunc
+}
+
+// Commit passes the exactly-once boundary: the execution becomes COMMITTED
+// and the effect runs, in one atomic update of the job, only if the lease
+// is live and no execution of the job has committed. At most one execution
+// per job ever commits, whatever the interleaving of claims, expiries and
+// duplicates.
+//
+// A duplicate (a second commit of this execution, or any commit after
+// another execution won) gets a *CommitError (ErrAlreadyCommitted) naming
+// the winner, and applies nothing. A lost lease gets a *LeaseError. After a
+// commit, Finish ends the execution and moves the job to its success state;
+// if the worker dies first, a sweep does that without re-applying the
+// effect.
+func (e *Engine) Commit(ctx context.Context, lease Lease, in CommitInput) (Job, error) {
+	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
+		x, err := checkCommit(cur, lease, now)
+		if err != nil {
+			return Write{}, err
+		}
+		if err := runEffect(ctx, cur.Job, in); err != nil {
+			return Write{}, err
+		}
+		w := bump(def, cur, now, x)
+		w.Job.Committed, w.Job.Result = x.ID, in.Result
+		return w, nil
+	})
+}
+
+// checkCommit checks the commit boundary for lease and returns its
+// execution as COMMITTED, without applying anything.
+func checkCommit(cur *Snapshot, lease Lease, now time.Time) (Execution, error) {
+	x, err := leased(cur, lease, now)
+	if err != nil {
+		return Execution{}, err
+	}
+	if x.Status == ExecCommitted {
+		return Execution{}, &CommitError{JobID: cur.Job.ID, ExecID: x.ID, Winner: x.ID}
+	}
+	y := *x
+	y.Status = ExecCommitted
+	if y.StartedAt.IsZero() {
+		y.StartedAt = now
+	}
+	return y, nil
+}
+
+// runEffect applies the commit's effect to job, seen with its new result.
+func runEffect(ctx context.Context, job Job, in CommitInput) error {
+	if in.Effect == nil {
+		return nil
+	}
+	job.Result = in.Result
+	return in.Effect(ctx, job)
+}
+
+// Finish ends a committed execution: it becomes DONE and the job takes its
+// succeed rule, in one atomic write. Other live executions of the job (seed
+// 003's rival submissions) are aborted in the same write. Errors: a
+// *LeaseError, a *CommitError if another execution committed,
+// ErrInvalidArgument if this execution has not committed, a
+// *TransitionError if the table has no succeed rule from the job's state.
+func (e *Engine) Finish(ctx context.Context, lease Lease) (Job, error) {
+	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
+		x, err := leased(cur, lease, now)
+		if err != nil {
+			return Write{}, err
+		}
+		if x.Status != ExecCommitted {
+			return Write{}, fmt.Errorf("%w: execution %s is %s; only a committed execution can finish", ErrInvalidArgument, x.ID, x.Status)
+		}
+		return finish(ctx, def, cur, *x, lease.Owner, "", now)
+	})
+}
+
+// Succeed commits and finishes in one atomic write: the effect runs, the
+// execution becomes DONE and the job takes its succeed rule. Errors are
+// those of Commit and Finish.
+func (e *Engine) Succeed(ctx context.Context, lease Lease, in CommitInput) (Job, error) {
+	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
+		x, err := checkCommit(cur, lease, now)
+		if err != nil {
+			return Write{}, err
+		}
+		cur.Job.Result = in.Result
+		w, err := finish(ctx, def, cur, x, lease.Owner, "", now)
+		if err != nil {
+			return Write{}, err
+		}
+		if err := runEffect(ctx, cur.Job, in); err != nil {
+			return Write{}, err
+		}
+		return w, nil
+	})
+}
+
+// finish writes x as DONE and fires the succeed rule; every other live
+// execution is aborted, having lost to x.
+func finish(ctx context.Context, def *Definition, cur *Snapshot, x Execution, actor, reason string, now time.Time) (Write, error) {
+	next, rec, err := def.Step(ctx, cur.Job, Input{
+		Event: EventSucceed, Actor: actor, Reason: reason, Now: now, Executions: cur.Executions, ExecID: x.ID,
+	})
+	if err != nil {
+		return Write{}, err
+	}
+	next.Committed, next.Result = x.ID, cur.Job.Result
+	next.LastError, next.ErrorClass = "", ClassNone
+	x.Status, x.FinishedAt = ExecDone, now
+	execs := []Execution{x}
+	for _, o := range abortLive(cur.Executions, now, fmt.Sprintf("execution %s won", x.ID)) {
+		if o.ID != x.ID {
+			execs = append(execs, o)
+		}
+	}
+	w := Write{Job: next, Transitions: []Transition{rec}, Executions: execs}
+	def.settle(&w.Job, cur.Executions, w.Executions)
+	return w, nil
+}
+
+// ErrUnknownEffect: the machine declares no once-only effect of that name.
+var ErrUnknownEffect = fmt.Errorf("%w: unknown effect", ErrInvalidArgument)
+
+// Apply runs the machine's named once-only effect for the job (seed 003's
+// refund): at most once per job, however often and however concurrently it
+// is requested, and only in the states and under the guard its EffectSpec
+// declares. The effect is not a state: the job's state does not change,
+// its version does, and the store records who ran it and when
+// (Store.Effects). Errors: ErrEffectApplied on any later request,
+// ErrUnknownEffect, a *TransitionError (ErrInvalidTransition outside the
+// allowed states, ErrGuardRefused), the effect's own error (nothing
+// recorded, so it may be requested again).
+func (e *Engine) Apply(ctx context.Context, id uuid.UUID, name string, c Call) (Job, error) {
+	return e.update(ctx, id, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
+		ef := def.effect(name)
+		if ef == nil {
+			return Write{}, fmt.Errorf("%w %q on machine %q", ErrUnknownEffect, name, def.name)
+		}
+		for _, r := range cur.Effects {
+			if r.Name == name {
+				return Write{}, fmt.Errorf("%w: %q ran for job %s at %s", ErrEffectApplied, name, id, r.At.Format(time.RFC3339Nano))
+			}
+		}
+		ev := Event("effect:" + name)
+		if len(ef.In) > 0 && !containsState(ef.In, cur.Job.State) {
+			return Write{}, def.refuse(&cur.Job, ev, ErrInvalidTransition, nil)
+		}
+		if ef.Guard != nil {
+			err := ef.Guard(ctx, GuardInput{Job: cur.Job, Event: ev, From: cur.Job.State, To: cur.Job.State, Actor: c.Actor, Args: c.Args, Now: now, Executions: cur.Executions})
+			if err != nil {
+				return Write{}, def.refuse(&cur.Job, ev, ErrGuardRefused, err)
+			}
+		}
+		if err := ef.Run(ctx, cur.Job); err != nil {
+			return Write{}, err
+		}
+		w := bump(def, cur, now)
+		w.Effects = []EffectRecord{{Name: name, Actor: c.Actor, At: now}}
+		return w, nil
+	})
+}
+
+func containsState(list []State, s State) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,149 @@
+package jobstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// EventCreate is the event of the first record of every history: from the
+// empty state to the machine's initial state. It is no rule of the table;
+// Definition.Replay expects it first.
+const EventCreate Event = "create"
+
+// ErrKeyConflict: an idempotency key is held by a job created from a
+// different fingerprint (payload). The error is a *KeyConflictError.
+var ErrKeyConflict = errors.New("jobstate: idempotency key conflict")
+
+// KeyConflictError names the job holding a key that was reused with a
+// different fingerprint.
+type KeyConflictError struct {
+	Key    string
+	Holder uuid.UUID
+}
+
+// Error names the key and its holder.
+func (e *KeyConflictError) Error() string {
+	return fmt.Sprintf("jobstate: idempotency key %q is held by job %s, created from a different payload", e.Key, e.Holder)
+}
+
+// Unwrap returns ErrKeyConflict.
+func (e *KeyConflictError) Unwrap() error { return ErrKeyConflict }
+
+// NewJob describes a job to create.
+type NewJob struct {
+	// Machine names the registered Definition to run the job on.
+	Machine string
+	Payload []byte
+	// Owner is who the job belongs to, for guards.
+	Owner    string
+	Priority int
+	// NotBefore schedules the job: it cannot be claimed earlier.
+	NotBefore time.Time
+	// Deadline expires the job at that time if it is unfinished; TTL, when
+	// Deadline is zero, sets it to creation time + TTL.
+	Deadline time.Time
+	TTL      time.Duration
+	// Retry overrides the machine's retry policy for this job.
+	Retry *RetryPolicy
+	// Key is the idempotency key (see Key and KeyAt). Empty means none.
+	Key string
+	// Fingerprint identifies what is created under Key; empty means
+	// Fingerprint(Payload).
+	Fingerprint string
+	// Actor, Reason and Args are given to the creation guard and recorded.
+	Actor  string
+	Reason string
+	Args   any
+}
+
+// Created is the result of Engine.Create.
+type Created struct {
+	Job Job
+	// Existing is true when the key was held by a job already, which is
+	// returned instead of a new one; no guard or effect ran.
+	Existing bool
+}
+
+// Create creates a job in its machine's initial state, with a first
+// history record (EventCreate). The creation guard runs first and may
+// refuse (a *TransitionError with ErrGuardRefused and the guard's error);
+// the creation effect then runs once, atomically with the insert.
+//
+// With a Key, concurrent creates serialize on it: while a job holds the key
+// (see IdempotencyPolicy) it is returned with Existing set, and no guard or
+// effect runs; the same key with another fingerprint is a
+// *KeyConflictError. Errors: ErrUnknownMachine, ErrInvalidArgument for a
+// negative TTL or an invalid Retry override, ErrKeyConflict, guard
+// refusals, the effect's error. No error leaves anything written.
+func (e *Engine) Create(ctx context.Context, nj NewJob) (Created, error) {
+	def, err := e.machine(nj.Machine)
+	if err != nil {
+		return Created{}, err
+	}
+	if nj.TTL < 0 {
+		return Created{}, fmt.Errorf("%w: negative TTL %s", ErrInvalidArgument, nj.TTL)
+	}
+	retry := def.policy.Retry
+	if nj.Retry != nil {
+		if err := nj.Retry.validate(); err != nil {
+			return Created{}, fmt.Errorf("%w: retry override: %v", ErrInvalidArgument, err)
+		}
+		retry = *nj.Retry
+	}
+	fp := nj.Fingerprint
+	if nj.Key != "" && fp == "" {
+		fp = Fingerprint(nj.Payload)
+	}
+	var rec Transition
+	job, created, err := e.store.Create(ctx, nj.Machine, nj.Key, func(ctx context.Context, existing *Job) (*Write, error) {
+		now := e.clock.Now()
+		if existing != nil && def.policy.Idempotency.holdsKey(existing, now) {
+			if existing.Fingerprint != fp {
+				return nil, &KeyConflictError{Key: nj.Key, Holder: existing.ID}
+			}
+			return nil, nil
+		}
+		id, err := e.newID()
+		if err != nil {
+			return nil, fmt.Errorf("jobstate: new job id: %w", err)
+		}
+		init := def.states[def.start].spec
+		job := Job{
+			ID: id, Machine: def.name, State: init.Name, Kind: init.Kind,
+			Payload: nj.Payload, Version: 1, MaxRetries: retry.MaxRetries,
+			IdempotencyKey: nj.Key, Fingerprint: fp, Owner: nj.Owner, Priority: nj.Priority,
+			CreatedAt: now, UpdatedAt: now, NotBefore: nj.NotBefore, Deadline: nj.Deadline,
+		}
+		if nj.Retry != nil {
+			job.Backoff = &nj.Retry.Backoff
+		}
+		if job.Deadline.IsZero() && nj.TTL > 0 {
+			job.Deadline = now.Add(nj.TTL)
+		}
+		if g := def.create.Guard; g != nil {
+			err := g(ctx, GuardInput{Job: job, Event: EventCreate, To: init.Name, Actor: nj.Actor, Args: nj.Args, Now: now})
+			if err != nil {
+				return nil, &TransitionError{JobID: id, Machine: def.name, Event: EventCreate, Err: ErrGuardRefused, Cause: err}
+			}
+		}
+		if fx := def.create.Effect; fx != nil {
+			if err := fx(ctx, job); err != nil {
+				return nil, err
+			}
+		}
+		job.WakeAt = def.wakeAt(&job)
+		rec = Transition{JobID: id, Version: 1, Event: EventCreate, To: init.Name, Actor: nj.Actor, Reason: nj.Reason, At: now}
+		return &Write{Job: job, Transitions: []Transition{rec}}, nil
+	})
+	if err != nil {
+		return Created{}, err
+	}
+	if created {
+		e.notify(ctx, job, []Transition{rec})
+	}
+	return Created{Job: job, Existing: !created}, nil
+}

@@ -1,0 +1,370 @@
+package jobstate
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Engine runs jobs on their machines. It is the only place rules are
+// applied: every operation loads the job inside one atomic Store update,
+// checks the table, its guards and the lifecycle policy, writes the new
+// version together with its transition records, then tells the observers.
+// An operation that returns an error has written nothing.
+//
+// An Engine is safe for concurrent use and holds no state of its own beyond
+// its configuration: several engines (in one process or many) may share a
+// store.
+type Engine struct {
+	store     Store
+	clock     Clock
+	machines  map[string]*Definition
+	observers []Observer
+	newID     func() (uuid.UUID, error)
+	random    func() float64
+}
+
+// Observer is told of every committed transition, after the write, in
+// version order. It runs synchronously in the caller's goroutine, so it
+// should be quick; its outcome cannot undo the write.
+type Observer func(ctx context.Context, job Job, t Transition)
+
+// Option configures an Engine.
+type Option func(*Engine) error
+
+// WithMachines registers definitions. Two machines may not share a name.
+func WithMachines(defs ...*Definition) Option {
+	return func(e *Engine) error {
+		for _, d := range defs {
+			if d == nil {
+				return fmt.Errorf("%w: nil definition", ErrInvalidArgument)
+			}
+			if _, dup := e.machines[d.name]; dup {
+				return fmt.Errorf("%w: machine %q registered twice", ErrInvalidArgument, d.name)
+			}
+			e.machines[d.name] = d
+		}
+		return nil
+	}
+}
+
+// WithClock sets the clock (SystemClock by default).
+func WithClock(c Clock) Option {
+	return func(e *Engine) error {
+		if c == nil {
+			return fmt.Errorf("%w: nil clock", ErrInvalidArgument)
+		}
+		e.clock = c
+		return nil
+	}
+}
+
+// WithObserver adds an observer of committed transitions.
+func WithObserver(o Observer) Option {
+	return func(e *Engine) error {
+		if o == nil {
+			return fmt.Errorf("%w: nil observer", ErrInvalidArgument)
+		}
+		e.observers = append(e.observers, o)
+		return nil
+	}
+}
+
+// WithIDs replaces the id source (uuid.NewV7 by default), for
+// reproducible runs such as conformance vectors. Ids must be unique.
+func WithIDs(gen func() (uuid.UUID, error)) Option {
+	return func(e *Engine) error {
+		if gen == nil {
+			return fmt.Errorf("%w: nil id source", ErrInvalidArgument)
+		}
+		e.newID = gen
+		return nil
+	}
+}
+
+// WithRandom replaces the source of jitter draws (math/rand/v2's Float64
+// by default). It must return values in [0, 1) and be safe for concurrent
+// use.
+func WithRandom(r func() float64) Option {
+	return func(e *Engine) error {
+		if r == nil {
+			return fmt.Errorf("%w: nil random source", ErrInvalidArgument)
+		}
+		e.random = r
+		return nil
+	}
+}
+
+// New returns an engine over store. Errors: ErrInvalidArgument for a nil
+// store or a bad option.
+func New(store Store, opts ...Option) (*Engine, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrInvalidArgument)
+	}
+	e := &Engine{store: store, clock: SystemClock{}, machines: make(map[string]*Definition), newID: uuid.NewV7, random: rand.Float64}
+	for _, o := range opts {
+		if err := o(e); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// Machine returns the registered definition with that name.
+func (e *Engine) Machine(name string) (*Definition, bool) {
+	d, ok := e.machines[name]
+	return d, ok
+}
+
+// Store returns the engine's store.
+func (e *Engine) Store() Store { return e.store }
+
+// Now returns the engine clock's reading.
+func (e *Engine) Now() time.Time { return e.clock.Now() }
+
+func (e *Engine) machine(name string) (*Definition, error) {
+	d, ok := e.machines[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownMachine, name)
+	}
+	return d, nil
+}
+
+// Call says who fires an event, why, and with which arguments.
+type Call struct {
+	// Actor is who fires the event; guards read it (seed 003: only the
+	// buyer may fund).
+	Actor string
+	// Reason is recorded in the transition.
+	Reason string
+	// Args are passed to guards as they are.
+	Args any
+	// IfVersion, when non-zero, makes the operation fail with
+	// ErrVersionConflict unless the job is at exactly that version.
+	IfVersion int64
+}
+
+// Get returns the job. On a machine whose policy asks for lazy expiry, a
+// job found past its deadline is expired first (and the expired job
+// returned). Errors: ErrNotFound.
+func (e *Engine) Get(ctx context.Context, id uuid.UUID) (Job, error) {
+	job, err := e.store.Get(ctx, id)
+	if err != nil {
+		return Job{}, err
+	}
+	return e.expireOnRead(ctx, job)
+}
+
+// History returns the job's transition records in version order.
+func (e *Engine) History(ctx context.Context, id uuid.UUID) ([]Transition, error) {
+	return e.store.History(ctx, id)
+}
+
+// Executions returns the job's executions in claim order.
+func (e *Engine) Executions(ctx context.Context, id uuid.UUID) ([]Execution, error) {
+	return e.store.Executions(ctx, id)
+}
+
+// Fire applies a user event from the table to the job and returns the job
+// as written. Lifecycle events (claim, succeed, retry, ...) belong to the
+// engine's own operations and are refused with ErrInvalidArgument; cancel
+// may be fired here or through Cancel.
+//
+// Moving a job out of its active states aborts its live executions: their
+// holders' next lease operation fails. A job whose execution has committed
+// can only be finished (Engine.Finish); other moves out of its active
+// states are refused with a *CommitError.
+//
+// Errors: ErrNotFound, ErrUnknownMachine, a *TransitionError
+// (ErrInvalidTransition, ErrTerminal, ErrGuardRefused and the guard's
+// error), ErrVersionConflict when Call.IfVersion does not match.
+func (e *Engine) Fire(ctx context.Context, id uuid.UUID, ev Event, c Call) (Job, error) {
+	if ev == "" {
+		return Job{}, fmt.Errorf("%w: empty event", ErrInvalidArgument)
+	}
+	if IsLifecycle(ev) {
+		return Job{}, fmt.Errorf("%w: event %q is fired by the engine's own operations, not by Fire", ErrInvalidArgument, ev)
+	}
+	return e.update(ctx, id, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
+		if def.policy.DerivedState {
+			return Write{}, fmt.Errorf("%w: machine %q derives its state from its executions; it has no user events", ErrInvalidArgument, def.name)
+		}
+		if err := checkVersion(&cur.Job, c.IfVersion); err != nil {
+			return Write{}, err
+		}
+		return e.move(ctx, def, cur, ev, c, now, uuid.Nil)
+	})
+}
+
+func checkVersion(job *Job, want int64) error {
+	if want != 0 && job.Version != want {
+		return fmt.Errorf("%w: job %s is at version %d, not %d", ErrVersionConflict, job.ID, job.Version, want)
+	}
+	return nil
+}
+
+// move fires one table rule on cur and keeps the executions in step: live
+// executions that cannot survive the new state are aborted.
+func (e *Engine) move(ctx context.Context, def *Definition, cur *Snapshot, ev Event, c Call, now time.Time, exec uuid.UUID) (Write, error) {
+	next, rec, err := def.Step(ctx, cur.Job, Input{
+		Event: ev, Actor: c.Actor, Reason: c.Reason, Args: c.Args, Now: now,
+		Executions: cur.Executions, ExecID: exec,
+	})
+	if err != nil {
+		return Write{}, err
+	}
+	w := Write{Job: next, Transitions: []Transition{rec}}
+	if next.Leases > 0 && !def.leasesSurvive(&next) {
+		if cur.Job.Committed != uuid.Nil && next.Outcome != OutcomeSucceeded {
+			return Write{}, &CommitError{JobID: cur.Job.ID, Winner: cur.Job.Committed}
+		}
+		w.Executions = abortLive(cur.Executions, now, fmt.Sprintf("job moved to %q by %q", next.State, ev))
+		if ev == EventCancel {
+			w.Job.CancelRequested = true
+		}
+	}
+	def.settle(&w.Job, cur.Executions, w.Executions)
+	return w, nil
+}
+
+// leasesSurvive reports whether live executions may go on holding their
+// leases in job's state: an active state, or on a machine allowing several
+// executions, a ready state (seed 003: submissions to a funded bounty).
+func (d *Definition) leasesSurvive(job *Job) bool {
+	return job.Kind == KindActive || (job.Kind == KindReady && d.policy.MaxExecutions > 1)
+}
+
+// abortLive returns the live executions of execs, aborted at now with the
+// given reason.
+func abortLive(execs []Execution, now time.Time, reason string) []Execution {
+	var out []Execution
+	for _, x := range execs {
+		if x.Status == ExecLeased || x.Status == ExecInProgress {
+			x.Status, x.FinishedAt, x.Error = ExecAborted, now, reason
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// settle recomputes the fields of job derived from its executions (the
+// stored ones overlaid with the updated ones) and its WakeAt.
+func (d *Definition) settle(job *Job, stored, updated []Execution) {
+	job.Leases, job.LeaseExpiresAt, job.HeartbeatAt = 0, time.Time{}, time.Time{}
+	visit := func(x *Execution) {
+		if !x.Status.Live() {
+			return
+		}
+		job.Leases++
+		if job.LeaseExpiresAt.IsZero() || x.LeaseExpiresAt.Before(job.LeaseExpiresAt) {
+			job.LeaseExpiresAt = x.LeaseExpiresAt
+		}
+		if job.HeartbeatAt.IsZero() || x.HeartbeatAt.Before(job.HeartbeatAt) {
+			job.HeartbeatAt = x.HeartbeatAt
+		}
+	}
+	for i := range stored {
+		if u := findExec(updated, stored[i].ID); u != nil {
+			visit(u)
+		} else {
+			visit(&stored[i])
+		}
+	}
+	for i := range updated {
+		if findExec(stored, updated[i].ID) == nil {
+			visit(&updated[i])
+		}
+	}
+	job.WakeAt = d.wakeAt(job)
+}
+
+func findExec(list []Execution, id uuid.UUID) *Execution {
+	for i := range list {
+		if list[i].ID == id {
+			return &list[i]
+		}
+	}
+	return nil
+}
+
+// wakeAt returns the earliest time the sweep has work with job: a waiting
+// job's not-before, the earliest lease expiry, or a deadline that a rule of
+// the current state can act on.
+func (d *Definition) wakeAt(job *Job) time.Time {
+	if job.Kind == KindTerminal {
+		return time.Time{}
+	}
+	var t time.Time
+	earliest := func(c time.Time) {
+		if !c.IsZero() && (t.IsZero() || c.Before(t)) {
+			t = c
+		}
+	}
+	if job.Kind == KindWaiting {
+		if job.NotBefore.IsZero() {
+			earliest(job.UpdatedAt)
+		} else {
+			earliest(job.NotBefore)
+		}
+	}
+	if job.Leases > 0 {
+		earliest(job.LeaseExpiresAt)
+	}
+	if !job.Deadline.IsZero() && job.Committed == uuid.Nil && d.Can(job.State, EventExpire) {
+		earliest(job.Deadline)
+	}
+	return t
+}
+
+// update runs one atomic engine operation on a job and tells the observers.
+func (e *Engine) update(ctx context.Context, id uuid.UUID, fn func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error)) (Job, error) {
+	var recs []Transition
+	job, err := e.store.Update(ctx, id, func(ctx context.Context, cur Snapshot) (Write, error) {
+		def, err := e.machine(cur.Job.Machine)
+		if err != nil {
+			return Write{}, err
+		}
+		w, err := fn(ctx, def, &cur, e.clock.Now())
+		recs = w.Transitions
+		return w, err
+	})
+	if err != nil {
+		return Job{}, err
+	}
+	e.notify(ctx, job, recs)
+	return job, nil
+}
+
+func (e *Engine) notify(ctx context.Context, job Job, recs []Transition) {
+	for _, o := range e.observers {
+		for _, r := range recs {
+			o(ctx, job, r)
+		}
+	}
+}
+
+// expireOnRead applies lazy expiry (Policy.LazyExpiry) to a job just read.
+func (e *Engine) expireOnRead(ctx context.Context, job Job) (Job, error) {
+	def, ok := e.machines[job.Machine]
+	if !ok || !def.policy.LazyExpiry || job.Deadline.IsZero() || job.Terminal() || job.Committed != uuid.Nil {
+		return job, nil
+	}
+	now := e.clock.Now()
+	if now.Before(job.Deadline) || !def.Can(job.State, EventExpire) {
+		return job, nil
+	}
+	return e.expire(ctx, job.ID)
+}
+
+// Counts returns the number of jobs of machine per state, if the store
+// offers the Counter capability (ErrUnsupported otherwise).
+func (e *Engine) Counts(ctx context.Context, machine string) (map[State]int, error) {
+	c, ok := e.store.(Counter)
+	if !ok {
+		return nil, ErrUnsupported
+	}
+	return c.Count(ctx, machine)
+}

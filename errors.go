@@ -1,0 +1,131 @@
+package jobstate
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+)
+
+// Sentinel errors. Every error the engine returns wraps one of these, so
+// callers branch with errors.Is; the richer types below add details for
+// errors.As. An operation that returns an error has changed nothing: the
+// stored job, its executions and its history are as they were.
+var (
+	// ErrNotFound: no job with that id (or no execution with that lease).
+	ErrNotFound = errors.New("jobstate: job not found")
+	// ErrUnknownMachine: no registered Definition has that name.
+	ErrUnknownMachine = errors.New("jobstate: unknown machine")
+	// ErrInvalidDefinition: a Definition failed validation; the message lists
+	// every problem found.
+	ErrInvalidDefinition = errors.New("jobstate: invalid definition")
+	// ErrInvalidTransition: the table has no rule for this event from the
+	// job's current state.
+	ErrInvalidTransition = errors.New("jobstate: invalid transition")
+	// ErrTerminal: the job is in a terminal state; nothing may leave it.
+	ErrTerminal = errors.New("jobstate: job is in a terminal state")
+	// ErrGuardRefused: a rule exists but its guard refused. The guard's own
+	// error is wrapped too, so errors.Is finds both.
+	ErrGuardRefused = errors.New("jobstate: guard refused")
+	// ErrVersionConflict: a write was based on a version that is no longer
+	// current. Stores return it; the engine never lets it reach a caller
+	// except when the caller supplied a stale expected version.
+	ErrVersionConflict = errors.New("jobstate: version conflict")
+	// ErrInvalidArgument: an argument is malformed (empty machine name,
+	// negative duration, nil callback, ...).
+	ErrInvalidArgument = errors.New("jobstate: invalid argument")
+	// ErrDuplicateJob: a store was asked to insert a job whose id exists.
+	ErrDuplicateJob = errors.New("jobstate: duplicate job id")
+)
+
+// TransitionError reports a refused move: which job, from which state, by
+// which event, and why. errors.Is finds its sentinel (Err) and, for a guard
+// refusal, the guard's own error (Cause).
+type TransitionError struct {
+	JobID   uuid.UUID
+	Machine string
+	From    State
+	Event   Event
+	// Err is the sentinel: ErrInvalidTransition, ErrTerminal or
+	// ErrGuardRefused.
+	Err error
+	// Cause is the guard's error when Err is ErrGuardRefused, else nil.
+	Cause error
+}
+
+// Error names the job, the event, the state and the reason.
+func (e *TransitionError) Error() string {
+	msg := fmt.Sprintf("jobstate: %s job %s: event %q from state %q: %v", e.Machine, e.JobID, e.Event, e.From, trimPrefix(e.Err))
+	if e.Cause != nil {
+		msg += ": " + e.Cause.Error()
+	}
+	return msg
+}
+
+// Unwrap returns the sentinel and, when set, the guard's error.
+func (e *TransitionError) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{e.Err, e.Cause}
+	}
+	return []error{e.Err}
+}
+
+// DefinitionError lists every problem found while validating a Definition.
+// errors.Is(err, ErrInvalidDefinition) holds for it.
+type DefinitionError struct {
+	Machine  string
+	Problems []string
+}
+
+// Error lists the problems, one per line after the first.
+func (e *DefinitionError) Error() string {
+	msg := fmt.Sprintf("jobstate: invalid definition %q: %d problem(s)", e.Machine, len(e.Problems))
+	for _, p := range e.Problems {
+		msg += "\n  - " + p
+	}
+	return msg
+}
+
+// Unwrap returns ErrInvalidDefinition.
+func (e *DefinitionError) Unwrap() error { return ErrInvalidDefinition }
+
+func trimPrefix(err error) string {
+	s := err.Error()
+	const p = "jobstate: "
+	if len(s) > len(p) && s[:len(p)] == p {
+		return s[len(p):]
+	}
+	return s
+}
+
+// ErrorClass says how a failure is to be treated. Jobs record the class of
+// their last failure (seed 001's errorType).
+type ErrorClass string
+
+// The error classes.
+const (
+	// ClassNone: no failure recorded.
+	ClassNone ErrorClass = ""
+	// ClassRetryable: the failure may pass; retry while retries remain.
+	ClassRetryable ErrorClass = "retryable"
+	// ClassPermanent: retrying cannot help; the job fails at once.
+	ClassPermanent ErrorClass = "permanent"
+)
+
+// CommitError reports a refused commit because another execution of the job
+// committed first. errors.Is(err, ErrAlreadyCommitted) holds for it.
+type CommitError struct {
+	JobID uuid.UUID
+	// ExecID is the execution that was refused.
+	ExecID uuid.UUID
+	// Winner is the execution that committed.
+	Winner uuid.UUID
+}
+
+// Error names the job, the refused execution and the winner.
+func (e *CommitError) Error() string {
+	return fmt.Sprintf("jobstate: job %s: execution %s refused: execution %s already committed", e.JobID, e.ExecID, e.Winner)
+}
+
+// Unwrap returns ErrAlreadyCommitted.
+func (e *CommitError) Unwrap() error { return ErrAlreadyCommitted }

@@ -1,0 +1,5 @@
+module github.com/jobstate/jobstate
+
+go 1.23
+
+require github.com/google/uuid v1.6.0

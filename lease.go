@@ -1,0 +1,293 @@
+package jobstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Lease errors.
+var (
+	// ErrLeaseLost: the lease is expired, was taken over, or its execution
+	// ended (aborted by a sweep, a cancel, a rival's win). The operation
+	// changed nothing. The error is a *LeaseError.
+	ErrLeaseLost = errors.New("jobstate: lease lost")
+	// ErrCancelled accompanies ErrLeaseLost when the job was cancelled while
+	// the lease was held.
+	ErrCancelled = errors.New("jobstate: job cancelled")
+	// ErrNotClaimable: the job cannot be claimed now: it is not in a ready
+	// state, its not-before has not passed, or it already has as many live
+	// executions as its machine allows.
+	ErrNotClaimable = errors.New("jobstate: job not claimable")
+)
+
+// LeaseError says why an operation through a lease was refused.
+type LeaseError struct {
+	JobID  uuid.UUID
+	ExecID uuid.UUID
+	Reason string
+	// Cancelled is set when the job was cancelled under the lease.
+	Cancelled bool
+}
+
+// Error names the execution and the reason.
+func (e *LeaseError) Error() string {
+	return fmt.Sprintf("jobstate: job %s execution %s: lease lost: %s", e.JobID, e.ExecID, e.Reason)
+}
+
+// Unwrap returns ErrLeaseLost, and ErrCancelled when the job was cancelled.
+func (e *LeaseError) Unwrap() []error {
+	if e.Cancelled {
+		return []error{ErrLeaseLost, ErrCancelled}
+	}
+	return []error{ErrLeaseLost}
+}
+
+// Lease is a worker's hold on one execution of a job. Every operation made
+// through it checks, inside the job's atomic update, that the execution is
+// still live, that the fencing token matches and that the lease has not
+// expired.
+type Lease struct {
+	JobID  uuid.UUID
+	ExecID uuid.UUID
+	// Token is the fencing token: the execution's attempt number, strictly
+	// increasing per job. Pass it to external systems to fence out stale
+	// holders.
+	Token int
+	Owner string
+	// ExpiresAt is when the lease lapses unless renewed by Heartbeat.
+	ExpiresAt time.Time
+	// TTL is the renewal length Heartbeat uses.
+	TTL time.Duration
+}
+
+// ClaimRequest asks for a job to run.
+type ClaimRequest struct {
+	// Machine to claim from (Claim only; ClaimJob reads it from the job).
+	Machine string
+	// Worker names the claimant; it is the actor of the claim, for guards.
+	Worker string
+	// TTL is the lease length; zero means the machine's Policy.LeaseTTL.
+	TTL time.Duration
+	// Args are passed to claim guards (seed 003: the worker's reputation).
+	Args any
+}
+
+// Claimed is a granted claim: the lease and the job as written.
+type Claimed struct {
+	Lease Lease
+	Job   Job
+}
+
+// Claim atomically takes the next due ready job of req.Machine, in claim
+// order (not-before, then priority, then age), moves it by its claim rule
+// and starts an execution with a lease. Jobs whose claim guard refuses this
+// worker are passed over. ErrNoJob when nothing can be claimed now.
+// Other errors: ErrUnknownMachine, ErrInvalidArgument (empty worker,
+// negative TTL).
+func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
+	def, err := e.machine(req.Machine)
+	if err != nil {
+		return Claimed{}, err
+	}
+	ttl, err := leaseTTL(def, req)
+	if err != nil {
+		return Claimed{}, err
+	}
+	var lease Lease
+	var recs []Transition
+	now := e.clock.Now()
+	job, err := e.store.ClaimNext(ctx, ClaimQuery{Machine: def.name, Now: now}, func(ctx context.Context, cur Snapshot) (Write, error) {
+		w, l, err := e.claim(ctx, def, &cur, req, ttl, now)
+		if err != nil {
+			return Write{}, errors.Join(ErrSkip, err)
+		}
+		lease, recs = l, w.Transitions
+		return w, nil
+	})
+	if err != nil {
+		return Claimed{}, err
+	}
+	e.notify(ctx, job, recs)
+	return Claimed{Lease: lease, Job: job}, nil
+}
+
+// ClaimJob claims one named job (seed 003: a worker claims a specific
+// bounty). Errors: ErrNotFound; ErrNotClaimable when the job is not ready,
+// not yet due, or at its limit of live executions; a *TransitionError when
+// the claim rule's guard refuses; ErrInvalidArgument.
+func (e *Engine) ClaimJob(ctx context.Context, id uuid.UUID, req ClaimRequest) (Claimed, error) {
+	var lease Lease
+	job, err := e.update(ctx, id, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
+		ttl, err := leaseTTL(def, req)
+		if err != nil {
+			return Write{}, err
+		}
+		w, l, err := e.claim(ctx, def, cur, req, ttl, now)
+		lease = l
+		return w, err
+	})
+	if err != nil {
+		return Claimed{}, err
+	}
+	return Claimed{Lease: lease, Job: job}, nil
+}
+
+func leaseTTL(def *Definition, req ClaimRequest) (time.Duration, error) {
+	if req.Worker == "" {
+		return 0, fmt.Errorf("%w: empty worker name", ErrInvalidArgument)
+	}
+	if req.TTL < 0 {
+		return 0, fmt.Errorf("%w: negative lease TTL %s", ErrInvalidArgument, req.TTL)
+	}
+	if req.TTL == 0 {
+		return def.policy.LeaseTTL, nil
+	}
+	return req.TTL, nil
+}
+
+// claim decides one claim of cur.
+func (e *Engine) claim(ctx context.Context, def *Definition, cur *Snapshot, req ClaimRequest, ttl time.Duration, now time.Time) (Write, Lease, error) {
+	job := &cur.Job
+	switch {
+	case job.Kind != KindReady:
+		return Write{}, Lease{}, fmt.Errorf("%w: job %s is in %s state %q", ErrNotClaimable, job.ID, job.Kind, job.State)
+	case job.NotBefore.After(now):
+		return Write{}, Lease{}, fmt.Errorf("%w: job %s is not due before %s", ErrNotClaimable, job.ID, job.NotBefore.Format(time.RFC3339Nano))
+	case job.Leases >= def.policy.MaxExecutions:
+		return Write{}, Lease{}, fmt.Errorf("%w: job %s has %d live execution(s), the most its machine allows", ErrNotClaimable, job.ID, job.Leases)
+	case job.Committed != uuid.Nil:
+		return Write{}, Lease{}, &CommitError{JobID: job.ID, Winner: job.Committed}
+	}
+	id, err := e.newID()
+	if err != nil {
+		return Write{}, Lease{}, fmt.Errorf("jobstate: new execution id: %w", err)
+	}
+	x := Execution{
+		ID: id, JobID: job.ID, Attempt: job.Attempt + 1, Owner: req.Worker, Status: ExecLeased,
+		LeaseExpiresAt: now.Add(ttl), HeartbeatAt: now, ClaimedAt: now,
+	}
+	next, rec, err := def.Step(ctx, *job, Input{
+		Event: EventClaim, Actor: req.Worker, Args: req.Args, Now: now,
+		Executions: cur.Executions, ExecID: x.ID,
+	})
+	if err != nil {
+		return Write{}, Lease{}, err
+	}
+	next.Attempt = x.Attempt
+	next.CancelRequested = false
+	w := Write{Job: next, Transitions: []Transition{rec}, Executions: []Execution{x}}
+	def.settle(&w.Job, cur.Executions, w.Executions)
+	return w, Lease{JobID: job.ID, ExecID: x.ID, Token: x.Attempt, Owner: req.Worker, ExpiresAt: x.LeaseExpiresAt, TTL: ttl}, nil
+}
+
+// leased checks that lease still holds its execution at now and returns
+// it. A commit by another execution is reported first, as a *CommitError.
+func leased(cur *Snapshot, lease Lease, now time.Time) (*Execution, error) {
+	lost := func(reason string) error {
+		return &LeaseError{JobID: lease.JobID, ExecID: lease.ExecID, Reason: reason, Cancelled: cur.Job.CancelRequested}
+	}
+	x := findExec(cur.Executions, lease.ExecID)
+	switch {
+	case x == nil:
+		return nil, lost("no such execution")
+	case cur.Job.Committed != uuid.Nil && cur.Job.Committed != x.ID:
+		return nil, &CommitError{JobID: cur.Job.ID, ExecID: x.ID, Winner: cur.Job.Committed}
+	case x.Attempt != lease.Token:
+		return nil, lost(fmt.Sprintf("fencing token %d does not match execution's %d", lease.Token, x.Attempt))
+	case x.Status == ExecAborted:
+		return nil, lost("execution aborted: " + x.Error)
+	case x.Status == ExecDone:
+		return nil, lost("execution already finished")
+	case !now.Before(x.LeaseExpiresAt):
+		return nil, lost("lease expired at " + x.LeaseExpiresAt.Format(time.RFC3339Nano))
+	}
+	return x, nil
+}
+
+// Heartbeat renews the lease for another lease.TTL from now and returns
+// the renewed lease. Errors: a *LeaseError (ErrLeaseLost, with
+// ErrCancelled if the job was cancelled), a *CommitError if another
+// execution committed, ErrNotFound.
+func (e *Engine) Heartbeat(ctx context.Context, lease Lease) (Lease, error) {
+	_, err := e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
+		x, err := leased(cur, lease, now)
+		if err != nil {
+			return Write{}, err
+		}
+		ttl := lease.TTL
+		if ttl <= 0 {
+			ttl = def.policy.LeaseTTL
+		}
+		y := *x
+		y.HeartbeatAt, y.LeaseExpiresAt = now, now.Add(ttl)
+		lease.ExpiresAt, lease.TTL = y.LeaseExpiresAt, ttl
+		return bump(def, cur, now, y), nil
+	})
+	if err != nil {
+		return Lease{}, err
+	}
+	return lease, nil
+}
+
+// Start marks the execution IN_PROGRESS: the worker has begun the work. It
+// is optional (Commit accepts a LEASED execution) but tells a sweep that
+// finds the lease expired that work had begun. Errors as for Heartbeat.
+func (e *Engine) Start(ctx context.Context, lease Lease) (Job, error) {
+	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
+		x, err := leased(cur, lease, now)
+		if err != nil {
+			return Write{}, err
+		}
+		if x.Status != ExecLeased {
+			return Write{}, nil
+		}
+		y := *x
+		y.Status, y.StartedAt = ExecInProgress, now
+		return bump(def, cur, now, y), nil
+	})
+}
+
+// bump is a write that changes only executions: the job's version rises
+// and its derived fields follow.
+func bump(def *Definition, cur *Snapshot, now time.Time, execs ...Execution) Write {
+	job := cur.Job
+	job.Version++
+	job.UpdatedAt = now
+	w := Write{Job: job, Executions: execs}
+	def.settle(&w.Job, cur.Executions, w.Executions)
+	return w
+}
+
+// Advance fires a user event through a lease (seed 004: CLAIMED →
+// DOWNLOADING → STREAMING under one lease; seed 000: a safety rejection).
+// Several active states may share the lease; a move out of the active
+// states ends the execution (ABORTED, not committed). Errors: those of
+// Heartbeat, then those of Fire.
+func (e *Engine) Advance(ctx context.Context, lease Lease, ev Event, c Call) (Job, error) {
+	if IsLifecycle(ev) || ev == "" {
+		return Job{}, fmt.Errorf("%w: event %q cannot be fired through Advance", ErrInvalidArgument, ev)
+	}
+	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
+		if _, err := leased(cur, lease, now); err != nil {
+			return Write{}, err
+		}
+		if c.Actor == "" {
+			c.Actor = lease.Owner
+		}
+		return e.move(ctx, def, cur, ev, c, now, lease.ExecID)
+	})
+}
+
+// Stuck lists up to limit jobs of machine (any machine when empty) holding
+// live leases whose oldest heartbeat is older than olderThan (seed 004's
+// "stuck" view), oldest first.
+func (e *Engine) Stuck(ctx context.Context, machine string, olderThan time.Duration, limit int) ([]Job, error) {
+	if olderThan < 0 {
+		return nil, fmt.Errorf("%w: negative threshold %s", ErrInvalidArgument, olderThan)
+	}
+	return e.store.Stale(ctx, machine, e.clock.Now().Add(-olderThan), limit)
+}

@@ -1,0 +1,116 @@
+package jobstate
+
+import "time"
+
+// DefaultLeaseTTL is the lease duration used when a machine's policy and
+// the claim request leave it unset.
+const DefaultLeaseTTL = 30 * time.Second
+
+// Policy holds the lifecycle settings of a machine. The zero Policy is
+// valid: leases of DefaultLeaseTTL, one execution at a time, no retries,
+// unclassified errors retryable, keys held forever.
+type Policy struct {
+	// LeaseTTL is how long a claim or heartbeat keeps a lease alive when the
+	// request does not say. Zero means DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// MaxExecutions is how many executions of one job may hold live leases
+	// at once. Zero means one. Seed 003 lets many workers submit to one
+	// bounty; there the job stays in its ready state while claimed, and a
+	// failed execution does not move the job.
+	MaxExecutions int
+	// Retry bounds and spaces retries; a job may override it at creation.
+	Retry RetryPolicy
+	// Classify gives a class to errors that carry none (see ClassOf). Nil
+	// means every unclassified error is retryable.
+	Classify Classifier
+	// FailOnLeaseLoss makes an expired lease a permanent failure of the job
+	// instead of a retryable one.
+	FailOnLeaseLoss bool
+	// LazyExpiry expires a job past its deadline when it is read
+	// (Engine.Get), not only when swept (seed 003).
+	LazyExpiry bool
+	// DerivedState declares that the job's state is a projection of its
+	// executions (seed 002): the table may hold lifecycle rules only, the
+	// job moves only when an execution does, and Engine.Fire is refused.
+	DerivedState bool
+	// Idempotency says when a job stops holding its idempotency key.
+	Idempotency IdempotencyPolicy
+}
+
+func (p Policy) withDefaults() Policy {
+	if p.LeaseTTL == 0 {
+		p.LeaseTTL = DefaultLeaseTTL
+	}
+	if p.MaxExecutions == 0 {
+		p.MaxExecutions = 1
+	}
+	return p
+}
+
+func validatePolicy(spec *Spec, kinds map[State]StateSpec, p *problems) {
+	pol := spec.Policy
+	if pol.LeaseTTL < 0 {
+		p.add("policy LeaseTTL is negative (%s)", pol.LeaseTTL)
+	}
+	if pol.MaxExecutions < 0 {
+		p.add("policy MaxExecutions is negative (%d)", pol.MaxExecutions)
+	}
+	if err := pol.Retry.validate(); err != nil {
+		p.add("policy Retry: %v", err)
+	}
+	if pol.Idempotency.Retention < 0 {
+		p.add("policy Idempotency.Retention is negative (%s)", pol.Idempotency.Retention)
+	}
+	for _, s := range pol.Idempotency.ReleaseIn {
+		if _, ok := kinds[s]; !ok {
+			p.add("policy Idempotency.ReleaseIn names unknown state %q", s)
+		}
+	}
+	if pol.Retry.MaxRetries != 0 {
+		for _, s := range spec.States {
+			if s.Kind != KindActive {
+				continue
+			}
+			hasFail, hasRetry := false, false
+			for _, r := range spec.Rules {
+				for _, f := range r.From {
+					if f == s.Name {
+						hasFail = hasFail || r.Event == EventFail
+						hasRetry = hasRetry || r.Event == EventRetry
+					}
+				}
+			}
+			if hasFail && !hasRetry {
+				p.add("policy Retry allows retries but active state %q has a %q rule and no %q rule", s.Name, EventFail, EventRetry)
+			}
+		}
+	}
+	if pol.DerivedState {
+		for i := range spec.Rules {
+			r := &spec.Rules[i]
+			if !IsLifecycle(r.Event) {
+				p.add("%s: a machine with derived state moves only with its executions; user event %q is not allowed", ruleName(i, r), r.Event)
+			}
+		}
+		if pol.MaxExecutions > 1 {
+			p.add("policy DerivedState needs MaxExecutions of 1")
+		}
+	}
+	names := make(map[string]bool)
+	for i, ef := range spec.Effects {
+		switch {
+		case ef.Name == "":
+			p.add("effect #%d has an empty name", i+1)
+		case names[ef.Name]:
+			p.add("effect %q is declared twice", ef.Name)
+		case ef.Run == nil:
+			p.add("effect %q has no Run function", ef.Name)
+		}
+		names[ef.Name] = true
+		for _, s := range ef.In {
+			if _, ok := kinds[s]; !ok {
+				p.add("effect %q allows unknown state %q", ef.Name, s)
+			}
+		}
+	}
+}

@@ -1,0 +1,218 @@
+package jobstate
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// SweepActor is the actor recorded for moves made by Engine.Sweep and by
+// lazy expiry.
+const SweepActor = "jobstate"
+
+// SweepReport counts what one sweep did.
+type SweepReport struct {
+	// Jobs is how many due jobs were examined.
+	Jobs int
+	// Finalized: executions found COMMITTED under an expired lease, finished
+	// (job to success) without re-applying their effect.
+	Finalized int
+	// Aborted: executions whose lease expired before a commit.
+	Aborted int
+	// Retried: jobs sent back (abandon or retry rule) after a lost lease.
+	Retried int
+	// Failed: jobs failed after a lost lease (retries spent, or
+	// Policy.FailOnLeaseLoss).
+	Failed int
+	// Requeued: waiting jobs made ready because their not-before passed.
+	Requeued int
+	// Expired: jobs past their deadline moved by their expire rule.
+	Expired int
+}
+
+// sweepBatch bounds how many due jobs one store query returns.
+const sweepBatch = 256
+
+// Sweep does the engine's timed work for every job due at the clock's
+// current reading, each job in its own atomic write:
+//
+//   - an execution whose lease expired after it COMMITTED is finalized:
+//     DONE, and the job takes its succeed rule; the effect is not applied
+//     again;
+//   - an execution whose lease expired before a commit is ABORTED; the job
+//     is retried (abandon rule, else retry rule; RetryCount+1) while
+//     retries remain, else failed (fail rule, then exhaust) — or failed at
+//     once under Policy.FailOnLeaseLoss; on a machine running several
+//     executions in a ready state, only the execution ends;
+//   - a job past its deadline takes its expire rule (aborting live
+//     executions);
+//   - a waiting job whose not-before passed takes its requeue rule.
+//
+// Run it periodically and at worker start. After a sweep at a time past
+// every lease and deadline, no job is active under a dead lease. A job
+// whose write fails is left for the next sweep; the first such error is
+// returned with the report of everything done.
+func (e *Engine) Sweep(ctx context.Context) (SweepReport, error) {
+	var rep SweepReport
+	now := e.clock.Now()
+	seen := make(map[uuid.UUID]bool)
+	var firstErr error
+	for {
+		ids, err := e.store.Due(ctx, now, sweepBatch)
+		if err != nil {
+			return rep, err
+		}
+		fresh := 0
+		for _, id := range ids {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			fresh++
+			rep.Jobs++
+			if err := e.sweepJob(ctx, id, now, &rep); err != nil && !errors.Is(err, ErrNotFound) && firstErr == nil {
+				firstErr = err
+			}
+		}
+		if fresh == 0 || len(ids) < sweepBatch {
+			return rep, firstErr
+		}
+	}
+}
+
+// sweepJob applies the timed rules to one job at now.
+func (e *Engine) sweepJob(ctx context.Context, id uuid.UUID, now time.Time, rep *SweepReport) error {
+	var r SweepReport
+	_, err := e.update(ctx, id, func(ctx context.Context, def *Definition, cur *Snapshot, _ time.Time) (Write, error) {
+		r = SweepReport{}
+		return e.sweepWrite(ctx, def, cur, now, &r)
+	})
+	if err == nil {
+		rep.Finalized += r.Finalized
+		rep.Aborted += r.Aborted
+		rep.Retried += r.Retried
+		rep.Failed += r.Failed
+		rep.Requeued += r.Requeued
+		rep.Expired += r.Expired
+	}
+	return err
+}
+
+// sweepWrite chains the timed rules that apply to cur at now into one
+// write. It writes nothing when none applies.
+func (e *Engine) sweepWrite(ctx context.Context, def *Definition, cur *Snapshot, now time.Time, r *SweepReport) (Write, error) {
+	c := chain{cur: *cur, w: Write{Job: cur.Job}}
+	if c.cur.Job.Terminal() {
+		return c.w, nil
+	}
+	// 1. Expired leases: finalize past the commit, else abort and recover.
+	for i := range cur.Executions {
+		x := cur.Executions[i]
+		if !x.Status.Live() || now.Before(x.LeaseExpiresAt) {
+			continue
+		}
+		if c.cur.Job.Terminal() {
+			break
+		}
+		snap := c.snapshot()
+		var w Write
+		var err error
+		if x.Status == ExecCommitted {
+			w, err = finish(ctx, def, &snap, x, SweepActor, "lease expired after commit: finalized", now)
+			r.Finalized++
+		} else {
+			class := ClassRetryable
+			if def.policy.FailOnLeaseLoss {
+				class = ClassPermanent
+			}
+			before := snap.Job.Kind
+			w, err = e.failure(ctx, def, &snap, &x, failure{class: class, msg: "lease expired", actor: SweepActor, lost: true}, now)
+			r.Aborted++
+			if before == KindActive && err == nil {
+				if w.Job.Kind == KindTerminal {
+					r.Failed++
+				} else {
+					r.Retried++
+				}
+			}
+		}
+		if err != nil {
+			return Write{}, err
+		}
+		c.add(w)
+	}
+	// 2. Deadline.
+	if job := &c.cur.Job; !job.Terminal() && job.Committed == uuid.Nil && !job.Deadline.IsZero() && !now.Before(job.Deadline) && def.Can(job.State, EventExpire) {
+		snap := c.snapshot()
+		w, err := e.move(ctx, def, &snap, EventExpire, Call{Actor: SweepActor, Reason: "deadline passed"}, now, uuid.Nil)
+		if err != nil {
+			return Write{}, err
+		}
+		c.add(w)
+		r.Expired++
+	}
+	// 3. Due waiting job.
+	if job := &c.cur.Job; job.Kind == KindWaiting && !job.NotBefore.After(now) {
+		snap := c.snapshot()
+		w, err := e.move(ctx, def, &snap, EventRequeue, Call{Actor: SweepActor, Reason: "not-before passed"}, now, uuid.Nil)
+		if err != nil {
+			return Write{}, err
+		}
+		c.add(w)
+		r.Requeued++
+	}
+	if c.w.Job.Version == cur.Job.Version && !c.w.Job.WakeAt.Equal(def.wakeAt(&c.w.Job)) {
+		// Nothing to do, but the stored wake time is stale: refresh it so
+		// the job stops coming back.
+		c.w.Job.Version++
+		c.w.Job.WakeAt = def.wakeAt(&c.w.Job)
+	}
+	return c.w, nil
+}
+
+// chain accumulates several writes to one job into one.
+type chain struct {
+	cur Snapshot
+	w   Write
+}
+
+// snapshot returns the job as the writes so far leave it.
+func (c *chain) snapshot() Snapshot { return c.cur }
+
+func (c *chain) add(w Write) {
+	c.w.Job = w.Job
+	c.w.Transitions = append(c.w.Transitions, w.Transitions...)
+	c.w.Effects = append(c.w.Effects, w.Effects...)
+	for _, x := range w.Executions {
+		if p := findExec(c.w.Executions, x.ID); p != nil {
+			*p = x
+		} else {
+			c.w.Executions = append(c.w.Executions, x)
+		}
+	}
+	c.cur.Job = w.Job
+	execs := make([]Execution, len(c.cur.Executions))
+	copy(execs, c.cur.Executions)
+	for _, x := range w.Executions {
+		if p := findExec(execs, x.ID); p != nil {
+			*p = x
+		} else {
+			execs = append(execs, x)
+		}
+	}
+	c.cur.Executions = execs
+}
+
+// expire applies lazy expiry to one job: its expire rule if its deadline
+// has passed, nothing otherwise. It returns the job as it then is.
+func (e *Engine) expire(ctx context.Context, id uuid.UUID) (Job, error) {
+	return e.update(ctx, id, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
+		job := &cur.Job
+		if job.Terminal() || job.Committed != uuid.Nil || job.Deadline.IsZero() || now.Before(job.Deadline) || !def.Can(job.State, EventExpire) {
+			return Write{Job: *job}, nil
+		}
+		return e.move(ctx, def, cur, EventExpire, Call{Actor: SweepActor, Reason: "deadline passed (read)"}, now, uuid.Nil)
+	})
+}
