@@ -121,7 +121,7 @@ func (e *Engine) failure(ctx context.Context, def *Definition, cur *Snapshot, x 
 	retriesLeft := job.MaxRetries == Unlimited || job.RetryCount < job.MaxRetries
 	if f.class == ClassRetryable && retriesLeft {
 		in.Event = EventRetry
-		if f.lost && def.Can(job.State, EventAbandon) {
+		if (f.lost || !def.Can(job.State, EventRetry)) && def.Can(job.State, EventAbandon) {
 			in.Event = EventAbandon
 		}
 		n, rec, err := def.Step(ctx, job, in)
@@ -131,7 +131,7 @@ func (e *Engine) failure(ctx context.Context, def *Definition, cur *Snapshot, x 
 		next, recs = n, []Transition{rec}
 		next.RetryCount++
 		delay := f.after
-		if delay == 0 && in.Event == EventRetry {
+		if delay == 0 && !(f.lost && in.Event == EventAbandon) {
 			delay = e.backoff(def, &job).Delay(next.RetryCount, e.random())
 		}
 		next.NotBefore = now.Add(delay)

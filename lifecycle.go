@@ -103,8 +103,11 @@ func validateLifecycle(spec *Spec, kinds map[State]StateSpec, p *problems) {
 				p.add("waiting state %q is reached by %q but has no %q rule for when retries are spent", s.Name, EventFail, EventExhaust)
 			}
 		case KindActive:
-			if !ev[EventAbandon] && !ev[EventRetry] && !ev[EventFail] {
-				p.add("active state %q has no %q, %q or %q rule: a lost lease could not be recovered", s.Name, EventAbandon, EventRetry, EventFail)
+			if !ev[EventFail] {
+				p.add("active state %q has no %q rule: a permanent failure, or a lost lease with retries spent, could not be recorded", s.Name, EventFail)
+			}
+			if spec.Policy.Retry.MaxRetries != 0 && !ev[EventRetry] && !ev[EventAbandon] {
+				p.add("active state %q has no %q or %q rule, but the retry policy allows retries", s.Name, EventRetry, EventAbandon)
 			}
 		}
 	}

@@ -66,25 +66,6 @@ func validatePolicy(spec *Spec, kinds map[State]StateSpec, p *problems) {
 			p.add("policy Idempotency.ReleaseIn names unknown state %q", s)
 		}
 	}
-	if pol.Retry.MaxRetries != 0 {
-		for _, s := range spec.States {
-			if s.Kind != KindActive {
-				continue
-			}
-			hasFail, hasRetry := false, false
-			for _, r := range spec.Rules {
-				for _, f := range r.From {
-					if f == s.Name {
-						hasFail = hasFail || r.Event == EventFail
-						hasRetry = hasRetry || r.Event == EventRetry
-					}
-				}
-			}
-			if hasFail && !hasRetry {
-				p.add("policy Retry allows retries but active state %q has a %q rule and no %q rule", s.Name, EventFail, EventRetry)
-			}
-		}
-	}
 	if pol.DerivedState {
 		for i := range spec.Rules {
 			r := &spec.Rules[i]

@@ -1,0 +1,811 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobstate/jobstate"
+	m "github.com/jobstate/jobstate/internal/machines"
+)
+
+// RunEngine runs the engine's lifecycle on the store: every operation, the
+// commit boundary and its failure modes, retries, idempotency, expiry and
+// recovery.
+func RunEngine(t *testing.T, newStore NewStore) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, newStore NewStore)
+	}{
+		{"Seed001Traces", testSeed001Traces},
+		{"RefusedOperationsChangeNothing", testRefusals},
+		{"ObserversSeeEveryTransition", testObservers},
+		{"HeartbeatKeepsLease", testHeartbeat},
+		{"FM001DuplicateRetryPrevented", testFM001},
+		{"CrashBeforeCommit", testCrashBeforeCommit},
+		{"CrashAfterCommitFinalized", testCrashAfterCommit},
+		{"DuplicateCommitSameExecution", testDuplicateCommit},
+		{"CommitEffectErrorWritesNothing", testCommitEffectError},
+		{"ConcurrentExecutionsFirstWins", testConcurrentExecutions},
+		{"OnceOnlyEffect", testOnceEffect},
+		{"Idempotency", testIdempotency},
+		{"CreationGuardAndEffect", testCreationGuardAndEffect},
+		{"CancelActiveTellsLeaseHolder", testCancelActive},
+		{"DeadlineBySweepAndLazily", testDeadlines},
+		{"ExhaustThroughWaitingState", testExhaustChain},
+		{"ErrorClasses", testErrorClasses},
+		{"SnoozeDoesNotCount", testSnooze},
+		{"SeveralActiveStatesOneLease", testSeveralActiveStates},
+		{"ClaimPassesOverRefusedJobs", testClaimGuards},
+		{"StuckView", testStuck},
+		{"DerivedStateFollowsExecutions", testDerived},
+		{"StressWorkersCrashes", testStress},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore) })
+	}
+}
+
+// testSeed001Traces replays the four example traces of seed 001 on a fake
+// clock, with retry counts, error classes and the 1 s backoff.
+func testSeed001Traces(t *testing.T, newStore NewStore) {
+	timeout := errors.New("timeout")
+	run := func(t *testing.T, outcomes []error) (*fixture, jobstate.Job) {
+		f := newFixture(t, newStore, nil, m.DocsSpec())
+		j := f.create("docs", jobstate.NewJob{Payload: []byte("doc")})
+		f.fire(j.ID, m.Submit, "user")
+		for i, outcome := range outcomes {
+			c := f.claim("docs", "w")
+			assert.Equal(t, m.Running, c.Job.State)
+			assert.False(t, c.Job.StartedAt.IsZero())
+			if outcome == nil {
+				_, err := f.eng.Succeed(f.ctx, c.Lease, jobstate.CommitInput{Result: []byte("ok")})
+				require.NoError(t, err)
+				break
+			}
+			got, err := f.eng.Fail(f.ctx, c.Lease, outcome)
+			require.NoError(t, err)
+			if got.Terminal() {
+				require.Equal(t, len(outcomes)-1, i, "terminal before the trace's end")
+				break
+			}
+			assert.Equal(t, m.Retrying, got.State)
+			assert.Equal(t, i+1, got.RetryCount)
+			assert.True(t, got.NotBefore.Equal(f.clock.Now().Add(time.Second)), "fixed 1 s backoff")
+			// Not ready before the second has passed.
+			f.clock.Advance(999 * time.Millisecond)
+			f.sweep()
+			assert.Equal(t, m.Retrying, f.get(j.ID).State)
+			_, err = f.eng.Claim(f.ctx, jobstate.ClaimRequest{Machine: "docs", Worker: "w"})
+			assert.ErrorIs(t, err, jobstate.ErrNoJob)
+			f.clock.Advance(time.Millisecond)
+			f.sweep()
+			assert.Equal(t, m.Queued, f.get(j.ID).State)
+		}
+		return f, f.get(j.ID)
+	}
+	cases := []struct {
+		name     string
+		outcomes []error
+		states   []jobstate.State
+		final    jobstate.State
+		retries  int
+		class    jobstate.ErrorClass
+	}{
+		{"SuccessfulProcessing", []error{nil},
+			[]jobstate.State{m.Created, m.Queued, m.Running, m.Succeeded}, m.Succeeded, 0, jobstate.ClassNone},
+		{"FailureWithSuccessfulRetry", []error{timeout, nil},
+			[]jobstate.State{m.Created, m.Queued, m.Running, m.Retrying, m.Queued, m.Running, m.Succeeded}, m.Succeeded, 1, jobstate.ClassNone},
+		{"FailureExhaustingRetries", []error{timeout, timeout, timeout, timeout},
+			[]jobstate.State{m.Created, m.Queued, m.Running, m.Retrying, m.Queued, m.Running, m.Retrying, m.Queued, m.Running, m.Retrying, m.Queued, m.Running, m.Failed}, m.Failed, 3, jobstate.ClassRetryable},
+		{"NonRetryableFailure", []error{jobstate.Permanent(errors.New("invalid document format"))},
+			[]jobstate.State{m.Created, m.Queued, m.Running, m.Failed}, m.Failed, 0, jobstate.ClassPermanent},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, j := run(t, tc.outcomes)
+			h, err := f.eng.History(f.ctx, j.ID)
+			require.NoError(t, err)
+			assert.Equal(t, tc.states, path(h))
+			assert.Equal(t, tc.final, j.State)
+			assert.Equal(t, tc.retries, j.RetryCount)
+			assert.Equal(t, tc.class, j.ErrorClass)
+			assert.Equal(t, len(tc.outcomes), j.Attempt)
+			assert.False(t, j.CompletedAt.IsZero())
+			if tc.final == m.Succeeded {
+				assert.Empty(t, j.LastError, "lastError is null on success")
+			} else {
+				assert.NotEmpty(t, j.LastError)
+			}
+			def, _ := f.eng.Machine("docs")
+			st, err := def.Replay(h)
+			require.NoError(t, err)
+			assert.Equal(t, j.State, st)
+		})
+	}
+}
+
+func testRefusals(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, m.DocsSpec(), m.BountySpec((&counter{}).effect))
+	j := f.create("docs", jobstate.NewJob{})
+	check := func(err, want error) {
+		t.Helper()
+		before := f.snapshot(j.ID)
+		require.ErrorIs(t, err, want)
+		assert.Equal(t, before, f.snapshot(j.ID), "a refused operation changes nothing")
+	}
+	_, err := f.eng.Fire(f.ctx, j.ID, "start_processing", jobstate.Call{})
+	check(err, jobstate.ErrInvalidTransition)
+	var te *jobstate.TransitionError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, m.Created, te.From)
+	assert.Equal(t, jobstate.Event("start_processing"), te.Event)
+
+	_, err = f.eng.Fire(f.ctx, j.ID, jobstate.EventClaim, jobstate.Call{})
+	check(err, jobstate.ErrInvalidArgument)
+	_, err = f.eng.Fire(f.ctx, j.ID, m.Submit, jobstate.Call{IfVersion: 7})
+	check(err, jobstate.ErrVersionConflict)
+	_, err = f.eng.Fire(f.ctx, uuid.New(), m.Submit, jobstate.Call{})
+	assert.ErrorIs(t, err, jobstate.ErrNotFound)
+	_, err = f.eng.Create(f.ctx, jobstate.NewJob{Machine: "nope"})
+	assert.ErrorIs(t, err, jobstate.ErrUnknownMachine)
+
+	// Terminal finality.
+	f.fire(j.ID, m.Submit, "u")
+	f.fire(j.ID, jobstate.EventCancel, "u")
+	for _, ev := range []jobstate.Event{m.Submit, jobstate.EventCancel, "anything"} {
+		_, err = f.eng.Fire(f.ctx, j.ID, ev, jobstate.Call{})
+		check(err, jobstate.ErrTerminal)
+	}
+
+	// Guard refusals carry the guard's own error.
+	b := f.create("bounty", jobstate.NewJob{Owner: "buyer"})
+	before := f.snapshot(b.ID)
+	_, err = f.eng.Fire(f.ctx, b.ID, m.Fund, jobstate.Call{Actor: "mallory"})
+	assert.ErrorIs(t, err, jobstate.ErrGuardRefused)
+	assert.ErrorIs(t, err, m.ErrNotOwner)
+	assert.Equal(t, before, f.snapshot(b.ID))
+
+	// Lease operations with a made-up lease.
+	fake := jobstate.Lease{JobID: b.ID, ExecID: uuid.New(), Token: 1}
+	_, err = f.eng.Heartbeat(f.ctx, fake)
+	assert.ErrorIs(t, err, jobstate.ErrLeaseLost)
+	_, err = f.eng.Commit(f.ctx, fake, jobstate.CommitInput{})
+	assert.ErrorIs(t, err, jobstate.ErrLeaseLost)
+	_, err = f.eng.Fail(f.ctx, fake, errors.New("x"))
+	assert.ErrorIs(t, err, jobstate.ErrLeaseLost)
+	_, err = f.eng.Fail(f.ctx, fake, nil)
+	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
+	_, err = f.eng.ClaimJob(f.ctx, b.ID, jobstate.ClaimRequest{Worker: "w"})
+	assert.ErrorIs(t, err, jobstate.ErrNotClaimable, "an open bounty is not ready")
+	_, err = f.eng.ClaimJob(f.ctx, b.ID, jobstate.ClaimRequest{})
+	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
+	assert.Equal(t, before, f.snapshot(b.ID))
+}
+
+func testObservers(t *testing.T, newStore NewStore) {
+	var mu sync.Mutex
+	var seen []jobstate.Transition
+	obs := jobstate.WithObserver(func(_ context.Context, j jobstate.Job, tr jobstate.Transition) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, tr)
+	})
+	f := newFixture(t, newStore, []jobstate.Option{obs}, m.DocsSpec())
+	j := f.create("docs", jobstate.NewJob{})
+	f.fire(j.ID, m.Submit, "u")
+	c := f.claim("docs", "w")
+	_, err := f.eng.Succeed(f.ctx, c.Lease, jobstate.CommitInput{})
+	require.NoError(t, err)
+	_, err = f.eng.Fire(f.ctx, j.ID, m.Submit, jobstate.Call{})
+	require.Error(t, err)
+	h, err := f.eng.History(f.ctx, j.ID)
+	require.NoError(t, err)
+	assert.Equal(t, h, seen, "observers see every committed transition, in order, and nothing refused")
+}
+
+func testHeartbeat(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, m.DocsSpec())
+	j := f.create("docs", jobstate.NewJob{})
+	f.fire(j.ID, m.Submit, "u")
+	c := f.claim("docs", "w")
+	assert.Equal(t, 1, c.Lease.Token)
+	assert.True(t, c.Lease.ExpiresAt.Equal(Epoch.Add(30*time.Second)))
+	f.clock.Advance(20 * time.Second)
+	l, err := f.eng.Heartbeat(f.ctx, c.Lease)
+	require.NoError(t, err)
+	assert.True(t, l.ExpiresAt.Equal(Epoch.Add(50*time.Second)))
+	f.clock.Advance(20 * time.Second) // past the first expiry, before the renewed one
+	r := f.sweep()
+	assert.Zero(t, r.Aborted)
+	assert.Equal(t, m.Running, f.get(j.ID).State)
+	f.clock.Advance(10 * time.Second) // exactly at the renewed expiry: expired
+	_, err = f.eng.Heartbeat(f.ctx, l)
+	assert.ErrorIs(t, err, jobstate.ErrLeaseLost)
+	r = f.sweep()
+	assert.Equal(t, 1, r.Aborted)
+	assert.Equal(t, 1, r.Retried)
+	got := f.get(j.ID)
+	assert.Equal(t, m.Retrying, got.State, "a lost lease is a retryable failure")
+	assert.Equal(t, 1, got.RetryCount)
+	assert.Equal(t, "lease expired", got.LastError)
+}
+
+// testFM001 reproduces seed 002's FM_001 and proves it prevented: worker A
+// stalls past its lease, B re-runs the job and commits, A's late commit and
+// finish are refused and change nothing; the effect ran once.
+func testFM001(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, m.DerivedSpec())
+	var fx counter
+	j := f.create("derived", jobstate.NewJob{})
+	a := f.claim("derived", "A")
+	_, err := f.eng.Start(f.ctx, a.Lease)
+	require.NoError(t, err)
+	f.clock.Advance(11 * time.Second) // A stalls past its 10 s lease
+	r := f.sweep()
+	assert.Equal(t, 1, r.Aborted)
+	assert.Equal(t, m.Pending, f.get(j.ID).State, "lease expired and nothing committed: back to PENDING")
+	b := f.claim("derived", "B")
+	assert.Equal(t, 2, b.Lease.Token, "a new fencing token")
+	_, err = f.eng.Commit(f.ctx, b.Lease, jobstate.CommitInput{Effect: fx.effect})
+	require.NoError(t, err)
+
+	before := f.snapshot(j.ID)
+	_, err = f.eng.Commit(f.ctx, a.Lease, jobstate.CommitInput{Effect: fx.effect})
+	var ce *jobstate.CommitError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, b.Lease.ExecID, ce.Winner, "the refusal names the winner")
+	_, err = f.eng.Finish(f.ctx, a.Lease)
+	assert.ErrorIs(t, err, jobstate.ErrAlreadyCommitted)
+	_, err = f.eng.Heartbeat(f.ctx, a.Lease)
+	assert.Error(t, err)
+	assert.Equal(t, before, f.snapshot(j.ID))
+
+	done, err := f.eng.Finish(f.ctx, b.Lease)
+	require.NoError(t, err)
+	assert.Equal(t, m.Succeeded, done.State)
+	assert.Equal(t, int64(1), fx.get(), "the effect ran exactly once")
+	st := f.snapshot(j.ID)
+	require.NoError(t, jobstate.CheckProjection(st.Job, st.Execs))
+	require.Len(t, st.Execs, 2)
+	assert.Equal(t, jobstate.ExecAborted, st.Execs[0].Status)
+	assert.Equal(t, jobstate.ExecDone, st.Execs[1].Status)
+}
+
+// testCrashBeforeCommit: a worker dies mid-job (its context cancelled, its
+// goroutine abandoned) before committing; recovery retries safely.
+func testCrashBeforeCommit(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, m.DerivedSpec())
+	var fx counter
+	j := f.create("derived", jobstate.NewJob{})
+	wctx, kill := context.WithCancel(f.ctx)
+	c := f.claim("derived", "A")
+	started := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() { // the worker: starts, then blocks until killed
+		defer close(stopped)
+		if _, err := f.eng.Start(wctx, c.Lease); err != nil {
+			t.Error(err)
+		}
+		close(started)
+		<-wctx.Done()
+		// A dying worker's last write, with a dead context, changes nothing.
+		if _, err := f.eng.Commit(wctx, c.Lease, jobstate.CommitInput{Effect: fx.effect}); err == nil {
+			t.Error("commit with a cancelled context succeeded")
+		}
+	}()
+	<-started
+	kill()
+	<-stopped
+	f.clock.Advance(10 * time.Second)
+	f.sweep()
+	assert.Equal(t, m.Pending, f.get(j.ID).State)
+	b := f.claim("derived", "B")
+	_, err := f.eng.Succeed(f.ctx, b.Lease, jobstate.CommitInput{Effect: fx.effect})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), fx.get())
+	assert.Equal(t, m.Succeeded, f.get(j.ID).State)
+}
+
+// testCrashAfterCommit: the worker commits and dies before finishing; the
+// sweep finalizes the job without applying the effect again.
+func testCrashAfterCommit(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, m.DerivedSpec())
+	var fx counter
+	j := f.create("derived", jobstate.NewJob{})
+	c := f.claim("derived", "A")
+	_, err := f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{Effect: fx.effect, Result: []byte("url")})
+	require.NoError(t, err)
+	// The worker dies here.
+	f.clock.Advance(9 * time.Second)
+	assert.Zero(t, f.sweep().Finalized, "nothing to do while the lease lives")
+	f.clock.Advance(time.Second)
+	r := f.sweep()
+	assert.Equal(t, 1, r.Finalized)
+	got := f.get(j.ID)
+	assert.Equal(t, m.Succeeded, got.State)
+	assert.Equal(t, []byte("url"), got.Result)
+	assert.Equal(t, c.Lease.ExecID, got.Committed)
+	assert.Equal(t, int64(1), fx.get(), "recovery does not re-apply the effect")
+	st := f.snapshot(j.ID)
+	assert.Equal(t, jobstate.ExecDone, st.Execs[0].Status)
+	require.NoError(t, jobstate.CheckProjection(st.Job, st.Execs))
+	_, err = f.eng.Finish(f.ctx, c.Lease)
+	assert.ErrorIs(t, err, jobstate.ErrLeaseLost, "the late worker learns it is finished")
+}
+
+func testDuplicateCommit(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, m.DerivedSpec())
+	var fx counter
+	f.create("derived", jobstate.NewJob{})
+	c := f.claim("derived", "A")
+	_, err := f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{Effect: fx.effect})
+	require.NoError(t, err)
+	before := f.snapshot(c.Job.ID)
+	_, err = f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{Effect: fx.effect})
+	var ce *jobstate.CommitError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, c.Lease.ExecID, ce.Winner)
+	_, err = f.eng.Succeed(f.ctx, c.Lease, jobstate.CommitInput{Effect: fx.effect})
+	assert.ErrorIs(t, err, jobstate.ErrAlreadyCommitted)
+	_, err = f.eng.Fail(f.ctx, c.Lease, errors.New("late failure"))
+	assert.ErrorIs(t, err, jobstate.ErrAlreadyCommitted, "a committed execution cannot fail")
+	assert.Equal(t, before, f.snapshot(c.Job.ID))
+	assert.Equal(t, int64(1), fx.get())
+}
+
+func testCommitEffectError(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, m.DocsSpec())
+	j := f.create("docs", jobstate.NewJob{})
+	f.fire(j.ID, m.Submit, "u")
+	c := f.claim("docs", "w")
+	before := f.snapshot(j.ID)
+	boom := errors.New("payment provider down")
+	_, err := f.eng.Succeed(f.ctx, c.Lease, jobstate.CommitInput{Effect: func(context.Context, jobstate.Job) error { return boom }})
+	assert.ErrorIs(t, err, boom)
+	assert.Equal(t, before, f.snapshot(j.ID))
+	_, err = f.eng.Succeed(f.ctx, c.Lease, jobstate.CommitInput{})
+	assert.NoError(t, err, "the execution may try again")
+}
+
+// testConcurrentExecutions: seed 003's several submissions to one bounty;
+// the first to commit wins atomically and the others are discarded.
+func testConcurrentExecutions(t *testing.T, newStore NewStore) {
+	var refunds counter
+	f := newFixture(t, newStore, nil, m.BountySpec(refunds.effect))
+	j := f.create("bounty", jobstate.NewJob{Owner: "buyer"})
+	f.fire(j.ID, m.Fund, "buyer")
+	var leases []jobstate.Lease
+	for _, w := range []string{"w1", "w2", "w3"} {
+		c, err := f.eng.ClaimJob(f.ctx, j.ID, jobstate.ClaimRequest{Worker: w})
+		require.NoError(t, err)
+		assert.Equal(t, m.Funded, c.Job.State, "the bounty stays funded while judged")
+		leases = append(leases, c.Lease)
+	}
+	assert.Equal(t, 3, f.get(j.ID).Leases)
+	_, err := f.eng.ClaimJob(f.ctx, j.ID, jobstate.ClaimRequest{Worker: "w4"})
+	assert.ErrorIs(t, err, jobstate.ErrNotClaimable, "at most MaxExecutions live leases")
+	_, err = f.eng.Cancel(f.ctx, j.ID, jobstate.Call{Actor: "buyer"})
+	assert.ErrorIs(t, err, m.ErrJudging, "cancel refused while judging")
+
+	// One submission fails its judging: only its execution ends.
+	got, err := f.eng.Fail(f.ctx, leases[0], errors.New("score 40 < 80"))
+	require.NoError(t, err)
+	assert.Equal(t, m.Funded, got.State)
+	assert.Equal(t, 2, got.Leases)
+
+	var wg sync.WaitGroup
+	results := make([]error, 2)
+	for i, l := range leases[1:] {
+		wg.Add(1)
+		go func(i int, l jobstate.Lease) {
+			defer wg.Done()
+			_, results[i] = f.eng.Succeed(f.ctx, l, jobstate.CommitInput{Result: []byte(l.Owner)})
+		}(i, l)
+	}
+	wg.Wait()
+	wins := 0
+	for _, err := range results {
+		if err == nil {
+			wins++
+		} else {
+			assert.True(t, errors.Is(err, jobstate.ErrAlreadyCommitted) || errors.Is(err, jobstate.ErrLeaseLost), "loser gets %v", err)
+		}
+	}
+	assert.Equal(t, 1, wins, "exactly one passer wins")
+	st := f.snapshot(j.ID)
+	assert.Equal(t, m.Resolved, st.Job.State)
+	assert.Zero(t, st.Job.Leases)
+	done := 0
+	for _, x := range st.Execs {
+		assert.False(t, x.Status.Live(), "no submission left judging")
+		if x.Status == jobstate.ExecDone {
+			done++
+			assert.Equal(t, []byte(x.Owner), st.Job.Result, "the winner's result is stored")
+		}
+	}
+	assert.Equal(t, 1, done)
+}
+
+func testOnceEffect(t *testing.T, newStore NewStore) {
+	var refunds counter
+	f := newFixture(t, newStore, nil, m.BountySpec(refunds.effect))
+	j := f.create("bounty", jobstate.NewJob{Owner: "buyer"})
+	f.fire(j.ID, m.Fund, "buyer")
+	_, err := f.eng.Apply(f.ctx, j.ID, "refund", jobstate.Call{Actor: "buyer"})
+	assert.ErrorIs(t, err, jobstate.ErrInvalidTransition, "no refund while funded")
+	_, err = f.eng.Apply(f.ctx, j.ID, "nope", jobstate.Call{Actor: "buyer"})
+	assert.ErrorIs(t, err, jobstate.ErrUnknownEffect)
+	f.fire(j.ID, jobstate.EventCancel, "buyer")
+	_, err = f.eng.Apply(f.ctx, j.ID, "refund", jobstate.Call{Actor: "mallory"})
+	assert.ErrorIs(t, err, m.ErrNotOwner)
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok := 0
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := f.eng.Apply(f.ctx, j.ID, "refund", jobstate.Call{Actor: "buyer"})
+			if err == nil {
+				mu.Lock()
+				ok++
+				mu.Unlock()
+			} else if !errors.Is(err, jobstate.ErrEffectApplied) {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, 1, ok)
+	assert.Equal(t, int64(1), refunds.get(), "refund exactly once")
+	st := f.snapshot(j.ID)
+	assert.Equal(t, m.Cancelled, st.Job.State, "a refund is not a state")
+	require.Len(t, st.Effects, 1)
+	assert.Equal(t, "buyer", st.Effects[0].Actor)
+}
+
+func testIdempotency(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, m.ImageSpec())
+	key := jobstate.KeyAt(f.clock.Now(), time.Minute, "user-1", "a cat", "512x512")
+	c1, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: "image", Key: key, Payload: []byte("a cat")})
+	require.NoError(t, err)
+	assert.False(t, c1.Existing)
+	c2, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: "image", Key: key, Payload: []byte("a cat")})
+	require.NoError(t, err)
+	assert.True(t, c2.Existing)
+	assert.Equal(t, c1.Job.ID, c2.Job.ID)
+
+	before := f.snapshot(c1.Job.ID)
+	_, err = f.eng.Create(f.ctx, jobstate.NewJob{Machine: "image", Key: key, Payload: []byte("a dog")})
+	var kc *jobstate.KeyConflictError
+	require.ErrorAs(t, err, &kc)
+	assert.Equal(t, c1.Job.ID, kc.Holder)
+	assert.Equal(t, before, f.snapshot(c1.Job.ID))
+
+	// A failed job frees its key (seed 000).
+	c := f.claim("image", "w")
+	_, err = f.eng.Fail(f.ctx, c.Lease, errors.New("API 500"))
+	require.NoError(t, err)
+	assert.Equal(t, m.IFailed, f.get(c1.Job.ID).State)
+	c3, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: "image", Key: key, Payload: []byte("a cat")})
+	require.NoError(t, err)
+	assert.False(t, c3.Existing)
+	assert.NotEqual(t, c1.Job.ID, c3.Job.ID)
+
+	// The next minute is another key.
+	f.clock.Advance(time.Minute)
+	assert.NotEqual(t, key, jobstate.KeyAt(f.clock.Now(), time.Minute, "user-1", "a cat", "512x512"))
+	assert.NotEqual(t, jobstate.Key("ab", "c"), jobstate.Key("a", "bc"))
+
+	// Retention.
+	g := newFixture(t, newStore, nil, withRetention(m.DocsSpec(), time.Hour))
+	r1, err := g.eng.Create(g.ctx, jobstate.NewJob{Machine: "docs", Key: "k"})
+	require.NoError(t, err)
+	g.clock.Advance(59 * time.Minute)
+	r2, err := g.eng.Create(g.ctx, jobstate.NewJob{Machine: "docs", Key: "k"})
+	require.NoError(t, err)
+	assert.Equal(t, r1.Job.ID, r2.Job.ID)
+	g.clock.Advance(time.Minute)
+	r3, err := g.eng.Create(g.ctx, jobstate.NewJob{Machine: "docs", Key: "k"})
+	require.NoError(t, err)
+	assert.False(t, r3.Existing, "the key is released when its retention ends")
+}
+
+func withRetention(s jobstate.Spec, d time.Duration) jobstate.Spec {
+	s.Policy.Idempotency.Retention = d
+	return s
+}
+
+func testCreationGuardAndEffect(t *testing.T, newStore NewStore) {
+	var credits counter
+	quota := errors.New("quota exceeded")
+	spec := m.ImageSpec()
+	spec.Create = jobstate.CreateSpec{
+		Guard: func(_ context.Context, in jobstate.GuardInput) error {
+			if in.Actor == "broke" {
+				return quota
+			}
+			return nil
+		},
+		GuardName: "quota",
+		Effect:    credits.effect,
+	}
+	f := newFixture(t, newStore, nil, spec)
+	_, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: "image", Actor: "broke", Key: "k1"})
+	assert.ErrorIs(t, err, jobstate.ErrGuardRefused)
+	assert.ErrorIs(t, err, quota)
+	assert.Zero(t, credits.get(), "no effect when the guard refuses")
+
+	var wg sync.WaitGroup
+	ids := make([]uuid.UUID, workers)
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			c, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: "image", Actor: "alice", Key: "k2", Payload: []byte("p")})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids[i] = c.Job.ID
+		}(i)
+	}
+	wg.Wait()
+	assert.Equal(t, int64(1), credits.get(), "concurrent creates with one key: one credit reservation")
+	for _, id := range ids {
+		assert.Equal(t, ids[0], id)
+	}
+
+	boom := errors.New("ledger down")
+	spec.Create.Effect = func(context.Context, jobstate.Job) error { return boom }
+	g := newFixture(t, newStore, nil, spec)
+	_, err = g.eng.Create(g.ctx, jobstate.NewJob{Machine: "image", Key: "k3"})
+	assert.ErrorIs(t, err, boom)
+	_, err = g.eng.Claim(g.ctx, jobstate.ClaimRequest{Machine: "image", Worker: "w"})
+	assert.ErrorIs(t, err, jobstate.ErrNoJob, "a failed creation effect leaves no job")
+}
+
+func testCancelActive(t *testing.T, newStore NewStore) {
+	spec := m.DeliverySpec()
+	spec.Rules = append(spec.Rules, jobstate.Rule{From: []jobstate.State{m.DClaimed, m.DDownloading, m.DStreaming}, Event: jobstate.EventCancel, To: m.DCancelled})
+	f := newFixture(t, newStore, nil, spec)
+	j := f.create("delivery", jobstate.NewJob{})
+	c := f.claim("delivery", "w")
+	_, err := f.eng.Advance(f.ctx, c.Lease, m.StartDownload, jobstate.Call{})
+	require.NoError(t, err)
+	got, err := f.eng.Cancel(f.ctx, j.ID, jobstate.Call{Actor: "user"})
+	require.NoError(t, err)
+	assert.Equal(t, m.DCancelled, got.State)
+	assert.Zero(t, got.Leases)
+	_, err = f.eng.Heartbeat(f.ctx, c.Lease)
+	assert.ErrorIs(t, err, jobstate.ErrLeaseLost)
+	assert.ErrorIs(t, err, jobstate.ErrCancelled, "the holder learns of the cancel")
+	_, err = f.eng.Advance(f.ctx, c.Lease, m.Stream, jobstate.Call{})
+	assert.ErrorIs(t, err, jobstate.ErrCancelled)
+}
+
+func testDeadlines(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, m.DeliverySpec(), m.BountySpec((&counter{}).effect))
+	j := f.create("delivery", jobstate.NewJob{TTL: time.Hour})
+	assert.True(t, j.Deadline.Equal(Epoch.Add(time.Hour)))
+	f.clock.Advance(time.Hour - time.Nanosecond)
+	assert.Zero(t, f.sweep().Expired)
+	f.clock.Advance(time.Nanosecond)
+	assert.Equal(t, 1, f.sweep().Expired)
+	got := f.get(j.ID)
+	assert.Equal(t, m.DExpired, got.State)
+	assert.Equal(t, jobstate.OutcomeExpired, got.Outcome)
+
+	// Lazy expiry on read (seed 003), with judging submissions failed.
+	b := f.create("bounty", jobstate.NewJob{Owner: "buyer", Deadline: f.clock.Now().Add(time.Minute)})
+	f.fire(b.ID, m.Fund, "buyer")
+	c, err := f.eng.ClaimJob(f.ctx, b.ID, jobstate.ClaimRequest{Worker: "w", TTL: time.Hour})
+	require.NoError(t, err)
+	f.clock.Advance(time.Minute)
+	assert.Equal(t, m.Funded, f.get(b.ID).State, "the store still holds funded")
+	read, err := f.eng.Get(f.ctx, b.ID)
+	require.NoError(t, err)
+	assert.Equal(t, m.Expired, read.State, "expired on read")
+	st := f.snapshot(b.ID)
+	assert.Equal(t, jobstate.ExecAborted, st.Execs[0].Status)
+	_, err = f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{})
+	assert.ErrorIs(t, err, jobstate.ErrLeaseLost)
+}
+
+// testExhaustChain: seed 000 parks failures in a waiting "failed" state;
+// with retries spent the engine goes on to dead_letter in the same write.
+func testExhaustChain(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, m.ImageSpec())
+	j := f.create("image", jobstate.NewJob{})
+	delays := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second}
+	for i := 0; i < 4; i++ {
+		c := f.claim("image", "w")
+		got, err := f.eng.Fail(f.ctx, c.Lease, errors.New("API timeout"))
+		require.NoError(t, err)
+		if i < 3 {
+			assert.Equal(t, m.IFailed, got.State)
+			assert.True(t, got.NotBefore.Equal(f.clock.Now().Add(delays[i])), "exponential backoff %d", i)
+			f.clock.Advance(delays[i])
+			f.sweep()
+		} else {
+			assert.Equal(t, m.IDeadLetter, got.State)
+			assert.Equal(t, jobstate.OutcomeDeadLettered, got.Outcome)
+			assert.Equal(t, 3, got.RetryCount)
+		}
+	}
+	h, err := f.eng.History(f.ctx, j.ID)
+	require.NoError(t, err)
+	last := h[len(h)-2:]
+	assert.Equal(t, []jobstate.Event{jobstate.EventFail, jobstate.EventExhaust}, []jobstate.Event{last[0].Event, last[1].Event})
+	assert.Equal(t, last[0].Version+1, last[1].Version)
+}
+
+func testErrorClasses(t *testing.T, newStore NewStore) {
+	classify := func(err error) (jobstate.ErrorClass, time.Duration) {
+		if err.Error() == "404" {
+			return jobstate.ClassPermanent, 0
+		}
+		return jobstate.ClassNone, 0
+	}
+	spec := m.DeliverySpec()
+	spec.Policy.Classify = classify
+	f := newFixture(t, newStore, nil, spec)
+
+	j := f.create("delivery", jobstate.NewJob{})
+	c := f.claim("delivery", "w")
+	_, err := f.eng.Advance(f.ctx, c.Lease, m.StartDownload, jobstate.Call{})
+	require.NoError(t, err)
+	got, err := f.eng.Fail(f.ctx, c.Lease, jobstate.RetryAfter(errors.New("429"), 42*time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, m.DQueued, got.State, "retryable: straight back to QUEUED")
+	assert.True(t, got.NotBefore.Equal(f.clock.Now().Add(42*time.Second)), "Retry-After wins over the backoff")
+	assert.Equal(t, jobstate.ClassRetryable, got.ErrorClass)
+
+	f.clock.Advance(42 * time.Second)
+	c = f.claim("delivery", "w")
+	assert.Equal(t, 2, c.Job.Attempt)
+	got, err = f.eng.Fail(f.ctx, c.Lease, errors.New("404"))
+	require.NoError(t, err)
+	assert.Equal(t, m.DFailed, got.State, "the classifier made 404 permanent")
+	assert.Equal(t, jobstate.ClassPermanent, got.ErrorClass)
+	assert.Equal(t, 1, got.RetryCount, "a permanent error never retries")
+
+	k := f.create("delivery", jobstate.NewJob{})
+	c = f.claim("delivery", "w")
+	got, err = f.eng.Fail(f.ctx, c.Lease, context.DeadlineExceeded)
+	require.NoError(t, err)
+	assert.Equal(t, m.DQueued, got.State, "deadline exceeded is retryable")
+	assert.Equal(t, k.ID, got.ID)
+	_ = j
+}
+
+func testSnooze(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, m.DocsSpec())
+	j := f.create("docs", jobstate.NewJob{})
+	f.fire(j.ID, m.Submit, "u")
+	for i := 0; i < 5; i++ {
+		c := f.claim("docs", "w")
+		got, err := f.eng.Snooze(f.ctx, c.Lease, time.Minute)
+		require.NoError(t, err)
+		assert.Equal(t, 0, got.RetryCount, "a snooze is no failure")
+		assert.True(t, got.NotBefore.Equal(f.clock.Now().Add(time.Minute)))
+		f.clock.Advance(time.Minute)
+		f.sweep()
+	}
+	c := f.claim("docs", "w")
+	assert.Equal(t, 6, c.Job.Attempt)
+	_, err := f.eng.Snooze(f.ctx, c.Lease, -time.Second)
+	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
+}
+
+func testSeveralActiveStates(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, m.DeliverySpec())
+	j := f.create("delivery", jobstate.NewJob{})
+	c := f.claim("delivery", "w")
+	for _, ev := range []jobstate.Event{m.StartDownload, m.Stream} {
+		f.clock.Advance(20 * time.Second)
+		l, err := f.eng.Heartbeat(f.ctx, c.Lease)
+		require.NoError(t, err)
+		c.Lease = l
+		_, err = f.eng.Advance(f.ctx, c.Lease, ev, jobstate.Call{})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, m.DStreaming, f.get(j.ID).State)
+	assert.Equal(t, 1, f.get(j.ID).Leases, "one lease across CLAIMED, DOWNLOADING, STREAMING")
+	got, err := f.eng.Succeed(f.ctx, c.Lease, jobstate.CommitInput{})
+	require.NoError(t, err)
+	assert.Equal(t, m.DDelivered, got.State)
+
+	// A lease lost in CLAIMED takes the abandon rule (seed 004's
+	// heartbeat_timeout), with attempt+1 at the next claim.
+	k := f.create("delivery", jobstate.NewJob{})
+	f.claim("delivery", "w")
+	f.clock.Advance(30 * time.Second)
+	f.sweep()
+	h, err := f.eng.History(f.ctx, k.ID)
+	require.NoError(t, err)
+	assert.Equal(t, jobstate.EventAbandon, h[len(h)-1].Event)
+	assert.Equal(t, m.DQueued, f.get(k.ID).State)
+	assert.Equal(t, 2, f.claim("delivery", "w").Job.Attempt)
+}
+
+func testClaimGuards(t *testing.T, newStore NewStore) {
+	spec := m.DocsSpec()
+	for i := range spec.Rules {
+		if spec.Rules[i].Event == jobstate.EventClaim {
+			spec.Rules[i].Guard = func(_ context.Context, in jobstate.GuardInput) error {
+				if in.Actor == in.Job.Owner {
+					return errors.New("no self-dealing")
+				}
+				return nil
+			}
+		}
+	}
+	f := newFixture(t, newStore, nil, spec)
+	mine := f.create("docs", jobstate.NewJob{Owner: "w"})
+	f.fire(mine.ID, m.Submit, "w")
+	f.clock.Advance(time.Second)
+	theirs := f.create("docs", jobstate.NewJob{Owner: "other"})
+	f.fire(theirs.ID, m.Submit, "other")
+	c := f.claim("docs", "w")
+	assert.Equal(t, theirs.ID, c.Job.ID, "the older job is passed over for this worker")
+	_, err := f.eng.Claim(f.ctx, jobstate.ClaimRequest{Machine: "docs", Worker: "w"})
+	assert.ErrorIs(t, err, jobstate.ErrNoJob)
+	_, err = f.eng.ClaimJob(f.ctx, mine.ID, jobstate.ClaimRequest{Worker: "w"})
+	assert.ErrorIs(t, err, jobstate.ErrGuardRefused)
+	assert.Equal(t, mine.ID, f.claim("docs", "x").Job.ID)
+}
+
+func testStuck(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, m.DeliverySpec())
+	f.create("delivery", jobstate.NewJob{})
+	f.create("delivery", jobstate.NewJob{})
+	a := f.claim("delivery", "a")
+	f.clock.Advance(10 * time.Second)
+	b := f.claim("delivery", "b")
+	f.clock.Advance(10 * time.Second)
+	stuck, err := f.eng.Stuck(f.ctx, "delivery", 15*time.Second, 0)
+	require.NoError(t, err)
+	require.Len(t, stuck, 1)
+	assert.Equal(t, a.Job.ID, stuck[0].ID)
+	_, err = f.eng.Heartbeat(f.ctx, a.Lease)
+	require.NoError(t, err)
+	stuck, err = f.eng.Stuck(f.ctx, "delivery", 5*time.Second, 0)
+	require.NoError(t, err)
+	require.Len(t, stuck, 1)
+	assert.Equal(t, b.Job.ID, stuck[0].ID)
+}
+
+func testDerived(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, m.DerivedSpec())
+	j := f.create("derived", jobstate.NewJob{})
+	check := func() {
+		t.Helper()
+		st := f.snapshot(j.ID)
+		require.NoError(t, jobstate.CheckProjection(st.Job, st.Execs))
+	}
+	check()
+	_, err := f.eng.Fire(f.ctx, j.ID, jobstate.EventCancel, jobstate.Call{})
+	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument, "no direct moves of a derived job")
+	c := f.claim("derived", "w")
+	check()
+	_, err = f.eng.Fail(f.ctx, c.Lease, errors.New("crash"))
+	require.NoError(t, err)
+	check()
+	c = f.claim("derived", "w")
+	check()
+	_, err = f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{})
+	require.NoError(t, err)
+	check()
+	_, err = f.eng.Finish(f.ctx, c.Lease)
+	require.NoError(t, err)
+	check()
+}

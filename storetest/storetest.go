@@ -1,0 +1,37 @@
+// Package storetest is the conformance suite every jobstate.Store must pass.
+//
+// A store's own test calls Run with a constructor of fresh, empty stores:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) jobstate.Store { return memstore.New() })
+//	}
+//
+// The suite checks every clause of the Store contract directly, the same
+// clauses under concurrency (run it with -race), the engine's lifecycle on
+// the store (leases, the commit boundary, retries, idempotency, recovery),
+// and the invariants of DESIGN §4 as property-based tests with
+// pgregory.net/rapid over random definitions and random operation
+// sequences.
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jobstate/jobstate"
+)
+
+// NewStore makes a fresh, empty store for one test. It may register
+// cleanups with t.Cleanup.
+type NewStore func(t *testing.T) jobstate.Store
+
+// Run runs the whole suite against stores made by newStore.
+func Run(t *testing.T, newStore NewStore) {
+	t.Run("Contract", func(t *testing.T) { RunContract(t, newStore) })
+	t.Run("Concurrency", func(t *testing.T) { RunConcurrency(t, newStore) })
+	t.Run("Engine", func(t *testing.T) { RunEngine(t, newStore) })
+	t.Run("Properties", func(t *testing.T) { RunProperties(t, newStore) })
+}
+
+// Epoch is the fake clock's starting time in every test of the suite.
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
