@@ -116,7 +116,7 @@ func (e *Engine) Succeed(ctx context.Context, lease Lease, in CommitInput) (Job,
 // finish writes x as DONE and fires the succeed rule; every other live
 // execution is aborted, having lost to x.
 func finish(ctx context.Context, def *Definition, cur *Snapshot, x Execution, actor, reason string, now time.Time) (Write, error) {
-	next, rec, err := def.Step(ctx, cur.Job, Input{
+	next, rec, err := def.next(ctx, cur.Job, Input{
 		Event: EventSucceed, Actor: actor, Reason: reason, Now: now, Executions: cur.Executions, ExecID: x.ID,
 	})
 	if err != nil {

@@ -122,9 +122,16 @@ type Definition struct {
 
 type stateInfo struct {
 	spec StateSpec
-	// out lists the indices (into Definition.rules) of the rules leaving the
-	// state, in table order.
-	out []int
+	// out lists the rules leaving the state, in table order.
+	out []edge
+}
+
+// edge is one rule as seen from one of its From states.
+type edge struct {
+	event Event
+	to    int // index of the target state
+	rule  int // index into Definition.rules
+	guard Guard
 }
 
 // NewDefinition validates spec and returns the immutable Definition built
@@ -151,7 +158,7 @@ func NewDefinition(spec Spec) (*Definition, error) {
 		d.rules[i] = r
 		for _, f := range r.From {
 			si := d.byName[f]
-			d.states[si].out = append(d.states[si].out, i)
+			d.states[si].out = append(d.states[si].out, edge{event: r.Event, to: d.byName[r.To], rule: i, guard: r.Guard})
 		}
 	}
 	d.create = spec.Create
@@ -243,10 +250,9 @@ func (d *Definition) Events(s State) []Event {
 		return nil
 	}
 	var out []Event
-	for _, ri := range d.states[i].out {
-		ev := d.rules[ri].Event
-		if !containsEvent(out, ev) {
-			out = append(out, ev)
+	for _, e := range d.states[i].out {
+		if !containsEvent(out, e.event) {
+			out = append(out, e.event)
 		}
 	}
 	return out
@@ -273,9 +279,9 @@ func (d *Definition) stateIndex(s State) int {
 // ruleFor returns the index of the first rule for ev leaving state index
 // si, or -1.
 func (d *Definition) ruleFor(si int, ev Event) int {
-	for _, ri := range d.states[si].out {
-		if d.rules[ri].Event == ev {
-			return ri
+	for _, e := range d.states[si].out {
+		if e.event == ev {
+			return e.rule
 		}
 	}
 	return -1

@@ -209,7 +209,7 @@ func checkVersion(job *Job, want int64) error {
 // move fires one table rule on cur and keeps the executions in step: live
 // executions that cannot survive the new state are aborted.
 func (e *Engine) move(ctx context.Context, def *Definition, cur *Snapshot, ev Event, c Call, now time.Time, exec uuid.UUID) (Write, error) {
-	next, rec, err := def.Step(ctx, cur.Job, Input{
+	next, rec, err := def.next(ctx, cur.Job, Input{
 		Event: ev, Actor: c.Actor, Reason: c.Reason, Args: c.Args, Now: now,
 		Executions: cur.Executions, ExecID: exec,
 	})

@@ -66,7 +66,7 @@ func (e *Engine) Snooze(ctx context.Context, lease Lease, d time.Duration) (Job,
 		if cur.Job.Kind != KindActive {
 			return bump(def, cur, now, y), nil
 		}
-		next, rec, err := def.Step(ctx, cur.Job, Input{Event: ev, Actor: lease.Owner, Reason: reason, Now: now, Executions: cur.Executions, ExecID: x.ID})
+		next, rec, err := def.next(ctx, cur.Job, Input{Event: ev, Actor: lease.Owner, Reason: reason, Now: now, Executions: cur.Executions, ExecID: x.ID})
 		if err != nil {
 			return Write{}, err
 		}
@@ -124,7 +124,7 @@ func (e *Engine) failure(ctx context.Context, def *Definition, cur *Snapshot, x 
 		if (f.lost || !def.Can(job.State, EventRetry)) && def.Can(job.State, EventAbandon) {
 			in.Event = EventAbandon
 		}
-		n, rec, err := def.Step(ctx, job, in)
+		n, rec, err := def.next(ctx, job, in)
 		if err != nil {
 			return Write{}, err
 		}
@@ -137,14 +137,14 @@ func (e *Engine) failure(ctx context.Context, def *Definition, cur *Snapshot, x 
 		next.NotBefore = now.Add(delay)
 	} else {
 		in.Event = EventFail
-		n, rec, err := def.Step(ctx, job, in)
+		n, rec, err := def.next(ctx, job, in)
 		if err != nil {
 			return Write{}, err
 		}
 		next, recs = n, []Transition{rec}
 		if next.Kind == KindWaiting {
 			in.Event = EventExhaust
-			n, rec, err := def.Step(ctx, next, in)
+			n, rec, err := def.next(ctx, next, in)
 			if err != nil {
 				return Write{}, err
 			}

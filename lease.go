@@ -170,7 +170,7 @@ func (e *Engine) claim(ctx context.Context, def *Definition, cur *Snapshot, req 
 		ID: id, JobID: job.ID, Attempt: job.Attempt + 1, Owner: req.Worker, Status: ExecLeased,
 		LeaseExpiresAt: now.Add(ttl), HeartbeatAt: now, ClaimedAt: now,
 	}
-	next, rec, err := def.Step(ctx, *job, Input{
+	next, rec, err := def.next(ctx, *job, Input{
 		Event: EventClaim, Actor: req.Worker, Args: req.Args, Now: now,
 		Executions: cur.Executions, ExecID: x.ID,
 	})

@@ -44,12 +44,13 @@ type Input struct {
 	ExecID uuid.UUID
 }
 
-// Step is the pure core of the library: it applies one rule of the table to
-// job and returns the next version of the job and the transition record,
-// touching no store and reading no clock. It is deterministic for
-// deterministic guards.
+// Step is the pure core of the library: it applies one rule of the table
+// to *job, moving it in place to its next version, and returns the
+// transition record. It touches no store and reads no clock, and it is
+// deterministic for deterministic guards. To keep the current version,
+// step a copy: next := job; rec, err := def.Step(ctx, &next, in).
 //
-// The next job has the rule's target state with its kind and outcome,
+// The moved job has the rule's target state with its kind and outcome,
 // Version+1, UpdatedAt = in.Now, StartedAt set on first entering an active
 // state and CompletedAt on entering a terminal one. Lifecycle bookkeeping
 // (attempts, retries, leases, backoff) is the engine's and is not done here.
@@ -58,63 +59,65 @@ type Input struct {
 // ErrInvalidTransition when no rule matches, ErrGuardRefused (and the
 // guard's error) when every matching rule's guard refused;
 // ErrInvalidArgument when the job belongs to another machine or is in a
-// state the machine does not declare. On error the returned job is the zero
-// Job and job itself is untouched (it is passed by value).
-func (d *Definition) Step(ctx context.Context, job Job, in Input) (Job, Transition, error) {
+// state the machine does not declare. On error *job is left unchanged.
+func (d *Definition) Step(ctx context.Context, job *Job, in Input) (Transition, error) {
 	if job.Machine != d.name {
-		return Job{}, Transition{}, fmt.Errorf("%w: job %s runs on machine %q, not %q", ErrInvalidArgument, job.ID, job.Machine, d.name)
+		return Transition{}, fmt.Errorf("%w: job %s runs on machine %q, not %q", ErrInvalidArgument, job.ID, job.Machine, d.name)
 	}
 	si := d.stateIndex(job.State)
 	if si < 0 {
-		return Job{}, Transition{}, fmt.Errorf("%w: job %s is in state %q, which machine %q does not declare", ErrInvalidArgument, job.ID, job.State, d.name)
+		return Transition{}, fmt.Errorf("%w: job %s is in state %q, which machine %q does not declare", ErrInvalidArgument, job.ID, job.State, d.name)
 	}
 	if d.states[si].spec.Kind == KindTerminal {
-		return Job{}, Transition{}, d.refuse(&job, in.Event, ErrTerminal, nil)
+		return Transition{}, d.refuse(job, in.Event, ErrTerminal, nil)
 	}
-	ri, err := d.pick(ctx, &job, si, &in)
+	e, err := d.pick(ctx, job, si, &in)
 	if err != nil {
-		return Job{}, Transition{}, err
+		return Transition{}, err
 	}
-	return d.advance(job, ri, &in)
+	return d.advance(job, e, &in), nil
 }
 
-// pick returns the index of the rule that fires for in.Event from state si:
-// the first whose guard allows the move.
-func (d *Definition) pick(ctx context.Context, job *Job, si int, in *Input) (int, error) {
+// next steps a copy of job and returns it with the record.
+func (d *Definition) next(ctx context.Context, job Job, in Input) (Job, Transition, error) {
+	rec, err := d.Step(ctx, &job, in)
+	return job, rec, err
+}
+
+// pick returns the edge that fires for in.Event from state si: the first
+// whose guard allows the move.
+func (d *Definition) pick(ctx context.Context, job *Job, si int, in *Input) (*edge, error) {
 	var refusal error
 	found := false
-	for _, ri := range d.states[si].out {
-		r := &d.rules[ri]
-		if r.Event != in.Event {
+	out := d.states[si].out
+	for i := range out {
+		e := &out[i]
+		if e.event != in.Event {
 			continue
 		}
-		found = true
-		if r.Guard == nil {
-			return ri, nil
+		if e.guard == nil {
+			return e, nil
 		}
-		err := r.Guard(ctx, GuardInput{
-			Job: *job, Event: in.Event, From: job.State, To: r.To,
+		found = true
+		err := e.guard(ctx, GuardInput{
+			Job: *job, Event: in.Event, From: job.State, To: d.states[e.to].spec.Name,
 			Actor: in.Actor, Args: in.Args, Now: in.Now, Executions: in.Executions,
 		})
 		if err == nil {
-			return ri, nil
+			return e, nil
 		}
 		refusal = err
 	}
 	if !found {
-		return -1, d.refuse(job, in.Event, ErrInvalidTransition, nil)
+		return nil, d.refuse(job, in.Event, ErrInvalidTransition, nil)
 	}
-	return -1, d.refuse(job, in.Event, ErrGuardRefused, refusal)
+	return nil, d.refuse(job, in.Event, ErrGuardRefused, refusal)
 }
 
-// advance applies rule ri to job; the rule is known to fire.
-func (d *Definition) advance(job Job, ri int, in *Input) (Job, Transition, error) {
-	r := &d.rules[ri]
-	to := &d.states[d.stateIndex(r.To)].spec
-	rec := Transition{
-		JobID: job.ID, From: job.State, Event: in.Event, To: r.To,
-		Actor: in.Actor, Reason: in.Reason, ExecID: in.ExecID, At: in.Now,
-	}
+// advance applies edge e, known to fire, to job.
+func (d *Definition) advance(job *Job, e *edge, in *Input) Transition {
+	to := &d.states[e.to].spec
+	from := job.State
 	job.State, job.Kind, job.Outcome = to.Name, to.Kind, to.Outcome
 	job.Version++
 	job.UpdatedAt = in.Now
@@ -126,8 +129,10 @@ func (d *Definition) advance(job Job, ri int, in *Input) (Job, Transition, error
 	case KindTerminal:
 		job.CompletedAt = in.Now
 	}
-	rec.Version = job.Version
-	return job, rec, nil
+	return Transition{
+		JobID: job.ID, Version: job.Version, From: from, Event: in.Event, To: to.Name,
+		Actor: in.Actor, Reason: in.Reason, ExecID: in.ExecID, At: in.Now,
+	}
 }
 
 func (d *Definition) refuse(job *Job, ev Event, sentinel, cause error) error {
@@ -165,8 +170,8 @@ func (d *Definition) Replay(history []Transition) (State, error) {
 			return cur, fmt.Errorf("%w: record %d leaves terminal state %q", ErrTerminal, i, cur)
 		}
 		ok := false
-		for _, ri := range d.states[si].out {
-			if d.rules[ri].Event == t.Event && d.rules[ri].To == t.To {
+		for _, e := range d.states[si].out {
+			if e.event == t.Event && d.states[e.to].spec.Name == t.To {
 				ok = true
 				break
 			}

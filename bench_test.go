@@ -1,0 +1,211 @@
+package jobstate_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobstate/jobstate"
+	m "github.com/jobstate/jobstate/internal/machines"
+	"github.com/jobstate/jobstate/memstore"
+)
+
+var benchEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// BenchmarkStep measures the pure core: one transition (QUEUED --claim-->
+// RUNNING) of seed 001's machine.
+func BenchmarkStep(b *testing.B) {
+	def := m.Docs()
+	ctx := context.Background()
+	job := jobstate.Job{Machine: "docs", State: m.Queued, Kind: jobstate.KindReady, Version: 2}
+	in := jobstate.Input{Event: jobstate.EventClaim, Now: benchEpoch}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		job.State = m.Queued // step the same job again and again
+		if _, err := def.Step(ctx, &job, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if job.State != m.Running {
+		b.Fatal(job.State)
+	}
+}
+
+// BenchmarkLifecycle runs seed 001's six-step lifecycle
+// CREATED→QUEUED→RUNNING→RETRYING→QUEUED→RUNNING→SUCCEEDED through the
+// pure core.
+func BenchmarkLifecycle(b *testing.B) {
+	def := m.Docs()
+	ctx := context.Background()
+	events := []jobstate.Event{m.Submit, jobstate.EventClaim, jobstate.EventRetry, jobstate.EventRequeue, jobstate.EventClaim, jobstate.EventSucceed}
+	start := jobstate.Job{Machine: "docs", State: m.Created, Kind: jobstate.KindInitial, Version: 1}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		job := start
+		for _, ev := range events {
+			if _, err := def.Step(ctx, &job, jobstate.Input{Event: ev, Now: benchEpoch}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if job.State != m.Succeeded {
+			b.Fatal(job.State)
+		}
+	}
+}
+
+func benchEngine(b *testing.B, spec jobstate.Spec) (*jobstate.Engine, *jobstate.ManualClock, *memstore.Store) {
+	b.Helper()
+	clock := jobstate.NewManualClock(benchEpoch)
+	store := memstore.New()
+	eng, err := jobstate.New(store, jobstate.WithMachines(m.Must(spec)), jobstate.WithClock(clock))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return eng, clock, store
+}
+
+// toggleSpec is a machine with a pair of user events between two states,
+// so that Fire can run forever on one job.
+func toggleSpec() jobstate.Spec {
+	return jobstate.Spec{
+		Name: "toggle",
+		States: []jobstate.StateSpec{
+			{Name: "a", Kind: jobstate.KindInitial},
+			{Name: "b", Kind: jobstate.KindReady},
+			{Name: "r", Kind: jobstate.KindActive},
+			{Name: "done", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
+			{Name: "failed", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
+		},
+		Rules: []jobstate.Rule{
+			{From: []jobstate.State{"a"}, Event: "flip", To: "b"},
+			{From: []jobstate.State{"b"}, Event: "flop", To: "a"},
+			{From: []jobstate.State{"b"}, Event: jobstate.EventClaim, To: "r"},
+			{From: []jobstate.State{"r"}, Event: jobstate.EventSucceed, To: "done"},
+			{From: []jobstate.State{"r"}, Event: jobstate.EventFail, To: "failed"},
+		},
+	}
+}
+
+// BenchmarkFire measures Engine.Fire of a user event through memstore: one
+// atomic update with its transition record.
+func BenchmarkFire(b *testing.B) {
+	eng, _, _ := benchEngine(b, toggleSpec())
+	ctx := context.Background()
+	c, err := eng.Create(ctx, jobstate.NewJob{Machine: "toggle"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	id := c.Job.ID
+	events := [2]jobstate.Event{"flip", "flop"}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := eng.Fire(ctx, id, events[i&1], jobstate.Call{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkClaimCommitFinish measures one claim + commit + finish cycle
+// with n ready jobs waiting in memstore.
+func BenchmarkClaimCommitFinish(b *testing.B) {
+	for _, n := range []int{1_000, 1_000_000} {
+		b.Run(fmt.Sprintf("ready=%d", n), func(b *testing.B) {
+			eng, _, _ := benchEngine(b, m.DerivedSpec())
+			ctx := context.Background()
+			create := func() {
+				if _, err := eng.Create(ctx, jobstate.NewJob{Machine: "derived"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := 0; i < n; i++ {
+				create()
+			}
+			req := jobstate.ClaimRequest{Machine: "derived", Worker: "w"}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				c, err := eng.Claim(ctx, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := eng.Commit(ctx, c.Lease, jobstate.CommitInput{}); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := eng.Finish(ctx, c.Lease); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				create() // keep n jobs ready
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// BenchmarkThroughput runs the full lifecycle (create → claim → commit →
+// finish) from g goroutines at once.
+func BenchmarkThroughput(b *testing.B) {
+	for _, g := range []int{2, 16} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
+			eng, _, _ := benchEngine(b, m.DerivedSpec())
+			ctx := context.Background()
+			var worker atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(g)
+			procs := runtime.GOMAXPROCS(0)
+			b.SetParallelism((g + procs - 1) / procs)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				req := jobstate.ClaimRequest{Machine: "derived", Worker: fmt.Sprint("w", worker.Add(1))}
+				for pb.Next() {
+					if _, err := eng.Create(ctx, jobstate.NewJob{Machine: "derived"}); err != nil {
+						b.Fatal(err)
+					}
+					c, err := eng.Claim(ctx, req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := eng.Succeed(ctx, c.Lease, jobstate.CommitInput{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkMemoryPerFinishedJob reports the heap held per finished job
+// (job, execution, history; no payload) with 1,000,000 jobs in memstore.
+func BenchmarkMemoryPerFinishedJob(b *testing.B) {
+	const n = 1_000_000
+	for i := 0; i < b.N; i++ {
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		eng, _, store := benchEngine(b, m.DerivedSpec())
+		ctx := context.Background()
+		for j := 0; j < n; j++ {
+			if _, err := eng.Create(ctx, jobstate.NewJob{Machine: "derived"}); err != nil {
+				b.Fatal(err)
+			}
+			c, err := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "derived", Worker: "w"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := eng.Succeed(ctx, c.Lease, jobstate.CommitInput{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/job")
+		runtime.KeepAlive(store)
+	}
+}
