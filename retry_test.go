@@ -69,7 +69,7 @@ func TestClassOf(t *testing.T) {
 		{base, jobstate.ClassRetryable, 0},
 		{jobstate.Permanent(base), jobstate.ClassPermanent, 0},
 		{jobstate.Retryable(base), jobstate.ClassRetryable, 0},
-		{jobstate.RetryAfter(base, 5 * time.Second), jobstate.ClassRetryable, 5 * time.Second},
+		{jobstate.RetryAfter(base, 5*time.Second), jobstate.ClassRetryable, 5 * time.Second},
 		{fmt.Errorf("wrapped: %w", jobstate.Permanent(base)), jobstate.ClassPermanent, 0},
 		{jobstate.Retryable(jobstate.Permanent(base)), jobstate.ClassRetryable, 0},
 		{errors.New("403"), jobstate.ClassPermanent, 0},
