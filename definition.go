@@ -53,6 +53,15 @@ type Rule struct {
 	// GuardName names the guard in diagrams, errors and the JSON form of a
 	// definition. Optional.
 	GuardName string
+	// Effect, when set, is the rule's action: it runs each time the engine
+	// fires the rule, inside the same atomic write as the move (seed 000:
+	// the SAFE_BLOCK audit record of a rejection). It sees the job as the
+	// move leaves it. An error aborts the whole operation: nothing is
+	// written and the error is returned. Definition.Step, being pure,
+	// does not run it.
+	Effect EffectFunc
+	// EffectName names the effect in diagrams and the JSON form. Optional.
+	EffectName string
 	// Description is free text for documentation and diagrams.
 	Description string
 }
@@ -132,6 +141,29 @@ type edge struct {
 	to    int // index of the target state
 	rule  int // index into Definition.rules
 	guard Guard
+}
+
+// ruleEffects runs the effects of the rules behind recs, in order, each
+// with the job as the write leaves it.
+func (d *Definition) ruleEffects(ctx context.Context, job Job, recs []Transition) error {
+	for _, t := range recs {
+		si := d.stateIndex(t.From)
+		if si < 0 {
+			continue // the creation record
+		}
+		for _, e := range d.states[si].out {
+			if e.event != t.Event || d.states[e.to].spec.Name != t.To {
+				continue
+			}
+			if fx := d.rules[e.rule].Effect; fx != nil {
+				if err := fx(ctx, job); err != nil {
+					return err
+				}
+			}
+			break
+		}
+	}
+	return nil
 }
 
 // NewDefinition validates spec and returns the immutable Definition built

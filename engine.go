@@ -328,6 +328,9 @@ func (e *Engine) update(ctx context.Context, id uuid.UUID, fn func(ctx context.C
 			return Write{}, err
 		}
 		w, err := fn(ctx, def, &cur, e.clock.Now())
+		if err == nil {
+			err = def.ruleEffects(ctx, w.Job, w.Transitions)
+		}
 		recs = w.Transitions
 		return w, err
 	})

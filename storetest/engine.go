@@ -45,6 +45,7 @@ func RunEngine(t *testing.T, newStore NewStore) {
 		{"ClaimPassesOverRefusedJobs", testClaimGuards},
 		{"StuckView", testStuck},
 		{"DerivedStateFollowsExecutions", testDerived},
+		{"RuleEffects", testRuleEffects},
 		{"StressWorkersCrashes", testStress},
 	}
 	for _, tc := range tests {
@@ -808,4 +809,39 @@ func testDerived(t *testing.T, newStore NewStore) {
 	_, err = f.eng.Finish(f.ctx, c.Lease)
 	require.NoError(t, err)
 	check()
+}
+
+// testRuleEffects: a rule's effect runs inside the move's atomic write,
+// once per firing; its error aborts the move.
+func testRuleEffects(t *testing.T, newStore NewStore) {
+	var audits counter
+	fail := false
+	spec := m.ImageSpec()
+	for i := range spec.Rules {
+		if spec.Rules[i].Event == m.Reject {
+			spec.Rules[i].Effect = func(ctx context.Context, j jobstate.Job) error {
+				if fail {
+					return errors.New("audit log down")
+				}
+				assert.Equal(t, m.IRejected, j.State, "the effect sees the job as the move leaves it")
+				return audits.effect(ctx, j)
+			}
+			spec.Rules[i].EffectName = "audit SAFE_BLOCK"
+		}
+	}
+	f := newFixture(t, newStore, nil, spec)
+	j := f.create("image", jobstate.NewJob{})
+	c := f.claim("image", "w")
+	fail = true
+	before := f.snapshot(j.ID)
+	_, err := f.eng.Advance(f.ctx, c.Lease, m.Reject, jobstate.Call{Reason: "nsfw"})
+	assert.EqualError(t, err, "audit log down")
+	assert.Equal(t, before, f.snapshot(j.ID), "a failed rule effect writes nothing")
+	fail = false
+	got, err := f.eng.Advance(f.ctx, c.Lease, m.Reject, jobstate.Call{Reason: "nsfw"})
+	require.NoError(t, err)
+	assert.Equal(t, m.IRejected, got.State)
+	assert.Equal(t, int64(1), audits.get())
+	st := f.snapshot(j.ID)
+	assert.Equal(t, jobstate.ExecAborted, st.Execs[0].Status, "the rejected execution ends without a commit")
 }
