@@ -129,3 +129,46 @@ func (e *CommitError) Error() string {
 
 // Unwrap returns ErrAlreadyCommitted.
 func (e *CommitError) Unwrap() error { return ErrAlreadyCommitted }
+
+// codes maps each sentinel to its stable code, most specific first.
+var codes = []struct {
+	err  error
+	code string
+}{
+	{ErrCancelled, "cancelled"},
+	{ErrLeaseLost, "lease_lost"},
+	{ErrAlreadyCommitted, "already_committed"},
+	{ErrEffectApplied, "effect_applied"},
+	{ErrKeyConflict, "key_conflict"},
+	{ErrUnknownEffect, "unknown_effect"},
+	{ErrGuardRefused, "guard_refused"},
+	{ErrTerminal, "terminal"},
+	{ErrInvalidTransition, "invalid_transition"},
+	{ErrNotClaimable, "not_claimable"},
+	{ErrNoJob, "no_job"},
+	{ErrNotFound, "not_found"},
+	{ErrUnknownMachine, "unknown_machine"},
+	{ErrInvalidDefinition, "invalid_definition"},
+	{ErrVersionConflict, "version_conflict"},
+	{ErrDuplicateJob, "duplicate_job"},
+	{ErrUnsupported, "unsupported"},
+	{ErrInvalidArgument, "invalid_argument"},
+}
+
+// Code returns the stable, language-neutral code of an error from this
+// package ("invalid_transition", "lease_lost", "already_committed", ...),
+// for APIs, logs and the conformance vectors; "" for nil and "unknown"
+// for an error that wraps no sentinel of this package. Where an error
+// wraps several sentinels the most specific wins (a lease lost to a
+// cancel is "cancelled").
+func Code(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return "unknown"
+}

@@ -104,3 +104,16 @@ func TestKeys(t *testing.T) {
 	assert.NotEqual(t, jobstate.KeyAt(old, time.Minute, "x"), jobstate.KeyAt(old.Add(-31*time.Second), time.Minute, "x"))
 	assert.NotEqual(t, jobstate.Fingerprint([]byte("a")), jobstate.Fingerprint([]byte("b")))
 }
+
+func TestCode(t *testing.T) {
+	assert.Equal(t, "", jobstate.Code(nil))
+	assert.Equal(t, "unknown", jobstate.Code(errors.New("x")))
+	assert.Equal(t, "invalid_transition", jobstate.Code(&jobstate.TransitionError{Err: jobstate.ErrInvalidTransition}))
+	assert.Equal(t, "guard_refused", jobstate.Code(&jobstate.TransitionError{Err: jobstate.ErrGuardRefused, Cause: errors.New("no")}))
+	assert.Equal(t, "cancelled", jobstate.Code(&jobstate.LeaseError{Cancelled: true}))
+	assert.Equal(t, "lease_lost", jobstate.Code(&jobstate.LeaseError{}))
+	assert.Equal(t, "already_committed", jobstate.Code(&jobstate.CommitError{}))
+	assert.Equal(t, "unknown_effect", jobstate.Code(fmt.Errorf("%w: x", jobstate.ErrUnknownEffect)))
+	assert.Equal(t, "invalid_argument", jobstate.Code(fmt.Errorf("%w: x", jobstate.ErrInvalidArgument)))
+	assert.Equal(t, "key_conflict", jobstate.Code(&jobstate.KeyConflictError{}))
+}
