@@ -32,15 +32,15 @@ type CommitInput struct {
 // if the worker dies first, a sweep does that without re-applying the
 // effect.
 func (e *Engine) Commit(ctx context.Context, lease Lease, in CommitInput) (Job, error) {
-	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
-		x, err := checkCommit(cur, lease, now)
+	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+		x, err := checkCommit(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
 		}
 		if err := runEffect(ctx, cur.Job, in); err != nil {
 			return Write{}, err
 		}
-		w := bump(def, cur, now, x)
+		w := bump(def, &cur, now, x)
 		w.Job.Committed, w.Job.Result = x.ID, in.Result
 		return w, nil
 	})
@@ -80,15 +80,15 @@ func runEffect(ctx context.Context, job Job, in CommitInput) error {
 // ErrInvalidArgument if this execution has not committed, a
 // *TransitionError if the table has no succeed rule from the job's state.
 func (e *Engine) Finish(ctx context.Context, lease Lease) (Job, error) {
-	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
-		x, err := leased(cur, lease, now)
+	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
 		}
 		if x.Status != ExecCommitted {
 			return Write{}, fmt.Errorf("%w: execution %s is %s; only a committed execution can finish", ErrInvalidArgument, x.ID, x.Status)
 		}
-		return finish(ctx, def, cur, *x, lease.Owner, "", now)
+		return finish(ctx, def, &cur, *x, lease.Owner, "", now)
 	})
 }
 
@@ -96,13 +96,13 @@ func (e *Engine) Finish(ctx context.Context, lease Lease) (Job, error) {
 // execution becomes DONE and the job takes its succeed rule. Errors are
 // those of Commit and Finish.
 func (e *Engine) Succeed(ctx context.Context, lease Lease, in CommitInput) (Job, error) {
-	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
-		x, err := checkCommit(cur, lease, now)
+	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+		x, err := checkCommit(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
 		}
 		cur.Job.Result = in.Result
-		w, err := finish(ctx, def, cur, x, lease.Owner, "", now)
+		w, err := finish(ctx, def, &cur, x, lease.Owner, "", now)
 		if err != nil {
 			return Write{}, err
 		}
@@ -149,7 +149,7 @@ var ErrUnknownEffect = fmt.Errorf("%w: unknown effect", ErrInvalidArgument)
 // allowed states, ErrGuardRefused), the effect's own error (nothing
 // recorded, so it may be requested again).
 func (e *Engine) Apply(ctx context.Context, id uuid.UUID, name string, c Call) (Job, error) {
-	return e.update(ctx, id, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
+	return e.update(ctx, id, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
 		ef := def.effect(name)
 		if ef == nil {
 			return Write{}, fmt.Errorf("%w %q on machine %q", ErrUnknownEffect, name, def.name)
@@ -172,7 +172,7 @@ func (e *Engine) Apply(ctx context.Context, id uuid.UUID, name string, c Call) (
 		if err := ef.Run(ctx, cur.Job); err != nil {
 			return Write{}, err
 		}
-		w := bump(def, cur, now)
+		w := bump(def, &cur, now)
 		w.Effects = []EffectRecord{{Name: name, Actor: c.Actor, At: now}}
 		return w, nil
 	})

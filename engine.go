@@ -188,14 +188,14 @@ func (e *Engine) Fire(ctx context.Context, id uuid.UUID, ev Event, c Call) (Job,
 	if IsLifecycle(ev) {
 		return Job{}, fmt.Errorf("%w: event %q is fired by the engine's own operations, not by Fire", ErrInvalidArgument, ev)
 	}
-	return e.update(ctx, id, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
+	return e.update(ctx, id, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
 		if def.policy.DerivedState {
 			return Write{}, fmt.Errorf("%w: machine %q derives its state from its executions; it has no user events", ErrInvalidArgument, def.name)
 		}
 		if err := checkVersion(&cur.Job, c.IfVersion); err != nil {
 			return Write{}, err
 		}
-		return e.move(ctx, def, cur, ev, c, now, uuid.Nil)
+		return e.move(ctx, def, &cur, ev, c, now, uuid.Nil)
 	})
 }
 
@@ -320,17 +320,17 @@ func (d *Definition) wakeAt(job *Job) time.Time {
 }
 
 // update runs one atomic engine operation on a job and tells the observers.
-func (e *Engine) update(ctx context.Context, id uuid.UUID, fn func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error)) (Job, error) {
+func (e *Engine) update(ctx context.Context, id uuid.UUID, fn opFunc) (Job, error) {
+	if len(e.observers) == 0 {
+		// Nothing to tell: the closure captures no result, saving an
+		// allocation on the hot path.
+		return e.store.Update(ctx, id, func(ctx context.Context, cur Snapshot) (Write, error) {
+			return e.apply(ctx, cur, fn)
+		})
+	}
 	var recs []Transition
 	job, err := e.store.Update(ctx, id, func(ctx context.Context, cur Snapshot) (Write, error) {
-		def, err := e.machine(cur.Job.Machine)
-		if err != nil {
-			return Write{}, err
-		}
-		w, err := fn(ctx, def, &cur, e.clock.Now())
-		if err == nil {
-			err = def.ruleEffects(ctx, w.Job, w.Transitions)
-		}
+		w, err := e.apply(ctx, cur, fn)
 		recs = w.Transitions
 		return w, err
 	})
@@ -339,6 +339,26 @@ func (e *Engine) update(ctx context.Context, id uuid.UUID, fn func(ctx context.C
 	}
 	e.notify(ctx, job, recs)
 	return job, nil
+}
+
+// opFunc is one engine operation, run inside a store update.
+type opFunc func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error)
+
+// apply runs fn on the job's machine, then the effects of the rules it
+// fired.
+func (e *Engine) apply(ctx context.Context, cur Snapshot, fn opFunc) (Write, error) {
+	def, err := e.machine(cur.Job.Machine)
+	if err != nil {
+		return Write{}, err
+	}
+	w, err := fn(ctx, def, cur, e.clock.Now())
+	if err != nil {
+		return Write{}, err
+	}
+	if err := def.ruleEffects(ctx, w.Job, w.Transitions); err != nil {
+		return Write{}, err
+	}
+	return w, nil
 }
 
 func (e *Engine) notify(ctx context.Context, job Job, recs []Transition) {

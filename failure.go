@@ -28,8 +28,8 @@ func (e *Engine) Fail(ctx context.Context, lease Lease, cause error) (Job, error
 	if cause == nil {
 		return Job{}, fmt.Errorf("%w: Fail needs an error", ErrInvalidArgument)
 	}
-	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
-		x, err := leased(cur, lease, now)
+	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
 		}
@@ -37,7 +37,7 @@ func (e *Engine) Fail(ctx context.Context, lease Lease, cause error) (Job, error
 			return Write{}, &CommitError{JobID: cur.Job.ID, ExecID: x.ID, Winner: x.ID}
 		}
 		class, after := ClassOf(cause, def.policy.Classify)
-		return e.failure(ctx, def, cur, x, failure{class: class, after: after, msg: cause.Error(), actor: lease.Owner}, now)
+		return e.failure(ctx, def, &cur, x, failure{class: class, after: after, msg: cause.Error(), actor: lease.Owner}, now)
 	})
 }
 
@@ -49,8 +49,8 @@ func (e *Engine) Snooze(ctx context.Context, lease Lease, d time.Duration) (Job,
 	if d < 0 {
 		return Job{}, fmt.Errorf("%w: negative snooze %s", ErrInvalidArgument, d)
 	}
-	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
-		x, err := leased(cur, lease, now)
+	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
 		}
@@ -64,14 +64,14 @@ func (e *Engine) Snooze(ctx context.Context, lease Lease, d time.Duration) (Job,
 		reason := "snoozed for " + d.String()
 		y := endExec(*x, now, reason)
 		if cur.Job.Kind != KindActive {
-			return bump(def, cur, now, y), nil
+			return bump(def, &cur, now, y), nil
 		}
 		next, rec, err := def.next(ctx, cur.Job, Input{Event: ev, Actor: lease.Owner, Reason: reason, Now: now, Executions: cur.Executions, ExecID: x.ID})
 		if err != nil {
 			return Write{}, err
 		}
 		next.NotBefore = now.Add(d)
-		return finishWrite(def, cur, next, []Transition{rec}, []Execution{y}, now), nil
+		return finishWrite(def, &cur, next, []Transition{rec}, []Execution{y}, now), nil
 	})
 }
 

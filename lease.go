@@ -124,12 +124,12 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 // the claim rule's guard refuses; ErrInvalidArgument.
 func (e *Engine) ClaimJob(ctx context.Context, id uuid.UUID, req ClaimRequest) (Claimed, error) {
 	var lease Lease
-	job, err := e.update(ctx, id, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
+	job, err := e.update(ctx, id, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
 		ttl, err := leaseTTL(def, req)
 		if err != nil {
 			return Write{}, err
 		}
-		w, l, err := e.claim(ctx, def, cur, req, ttl, now)
+		w, l, err := e.claim(ctx, def, &cur, req, ttl, now)
 		lease = l
 		return w, err
 	})
@@ -216,8 +216,8 @@ func leased(cur *Snapshot, lease Lease, now time.Time) (*Execution, error) {
 // ErrCancelled if the job was cancelled), a *CommitError if another
 // execution committed, ErrNotFound.
 func (e *Engine) Heartbeat(ctx context.Context, lease Lease) (Lease, error) {
-	_, err := e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
-		x, err := leased(cur, lease, now)
+	_, err := e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
 		}
@@ -228,7 +228,7 @@ func (e *Engine) Heartbeat(ctx context.Context, lease Lease) (Lease, error) {
 		y := *x
 		y.HeartbeatAt, y.LeaseExpiresAt = now, now.Add(ttl)
 		lease.ExpiresAt, lease.TTL = y.LeaseExpiresAt, ttl
-		return bump(def, cur, now, y), nil
+		return bump(def, &cur, now, y), nil
 	})
 	if err != nil {
 		return Lease{}, err
@@ -240,8 +240,8 @@ func (e *Engine) Heartbeat(ctx context.Context, lease Lease) (Lease, error) {
 // is optional (Commit accepts a LEASED execution) but tells a sweep that
 // finds the lease expired that work had begun. Errors as for Heartbeat.
 func (e *Engine) Start(ctx context.Context, lease Lease) (Job, error) {
-	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
-		x, err := leased(cur, lease, now)
+	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
 		}
@@ -250,7 +250,7 @@ func (e *Engine) Start(ctx context.Context, lease Lease) (Job, error) {
 		}
 		y := *x
 		y.Status, y.StartedAt = ExecInProgress, now
-		return bump(def, cur, now, y), nil
+		return bump(def, &cur, now, y), nil
 	})
 }
 
@@ -274,14 +274,14 @@ func (e *Engine) Advance(ctx context.Context, lease Lease, ev Event, c Call) (Jo
 	if IsLifecycle(ev) || ev == "" {
 		return Job{}, fmt.Errorf("%w: event %q cannot be fired through Advance", ErrInvalidArgument, ev)
 	}
-	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
-		if _, err := leased(cur, lease, now); err != nil {
+	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+		if _, err := leased(&cur, lease, now); err != nil {
 			return Write{}, err
 		}
 		if c.Actor == "" {
 			c.Actor = lease.Owner
 		}
-		return e.move(ctx, def, cur, ev, c, now, lease.ExecID)
+		return e.move(ctx, def, &cur, ev, c, now, lease.ExecID)
 	})
 }
 

@@ -85,9 +85,9 @@ func (e *Engine) Sweep(ctx context.Context) (SweepReport, error) {
 // sweepJob applies the timed rules to one job at now.
 func (e *Engine) sweepJob(ctx context.Context, id uuid.UUID, now time.Time, rep *SweepReport) error {
 	var r SweepReport
-	_, err := e.update(ctx, id, func(ctx context.Context, def *Definition, cur *Snapshot, _ time.Time) (Write, error) {
+	_, err := e.update(ctx, id, func(ctx context.Context, def *Definition, cur Snapshot, _ time.Time) (Write, error) {
 		r = SweepReport{}
-		return e.sweepWrite(ctx, def, cur, now, &r)
+		return e.sweepWrite(ctx, def, &cur, now, &r)
 	})
 	if err == nil {
 		rep.Finalized += r.Finalized
@@ -208,11 +208,11 @@ func (c *chain) add(w Write) {
 // expire applies lazy expiry to one job: its expire rule if its deadline
 // has passed, nothing otherwise. It returns the job as it then is.
 func (e *Engine) expire(ctx context.Context, id uuid.UUID) (Job, error) {
-	return e.update(ctx, id, func(ctx context.Context, def *Definition, cur *Snapshot, now time.Time) (Write, error) {
+	return e.update(ctx, id, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
 		job := &cur.Job
 		if job.Terminal() || job.Committed != uuid.Nil || job.Deadline.IsZero() || now.Before(job.Deadline) || !def.Can(job.State, EventExpire) {
 			return Write{Job: *job}, nil
 		}
-		return e.move(ctx, def, cur, EventExpire, Call{Actor: SweepActor, Reason: "deadline passed (read)"}, now, uuid.Nil)
+		return e.move(ctx, def, &cur, EventExpire, Call{Actor: SweepActor, Reason: "deadline passed (read)"}, now, uuid.Nil)
 	})
 }

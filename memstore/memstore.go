@@ -36,13 +36,15 @@ type Store struct {
 	ready  map[string]*heap
 	wake   *heap
 	leased map[*entry]struct{}
-	counts map[string]map[jobstate.State]int
 
 	seed     maphash.Seed
 	keyLocks [64]sync.Mutex
 }
 
 type keyID struct{ machine, key string }
+
+// historyCap is the history capacity a new job starts with.
+const historyCap = 4
 
 // entry is one job with everything stored beside it.
 type entry struct {
@@ -64,7 +66,6 @@ func New() *Store {
 		ready:  make(map[string]*heap),
 		wake:   newHeap(wakeLess, func(e *entry) *int { return &e.wakeAt }),
 		leased: make(map[*entry]struct{}),
-		counts: make(map[string]map[jobstate.State]int),
 		seed:   maphash.MakeSeed(),
 	}
 }
@@ -145,17 +146,18 @@ func (s *Store) Effects(ctx context.Context, id uuid.UUID) ([]jobstate.EffectRec
 	return append([]jobstate.EffectRecord(nil), e.effects...), nil
 }
 
-// Count implements jobstate.Counter.
+// Count implements jobstate.Counter. It scans every job: O(n), meant for
+// metrics scraped now and then, not for hot paths.
 func (s *Store) Count(ctx context.Context, machine string) (map[jobstate.State]int, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	out := make(map[jobstate.State]int)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make(map[jobstate.State]int, len(s.counts[machine]))
-	for st, n := range s.counts[machine] {
-		if n > 0 {
-			out[st] = n
+	for _, e := range s.jobs {
+		if e.job.Machine == machine {
+			out[e.job.State]++
 		}
 	}
 	return out, nil
@@ -196,7 +198,9 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 	}
 	e := &entry{readyAt: -1, wakeAt: -1}
 	e.job = w.Job
-	e.history = append(e.history, w.Transitions...)
+	// Most lifecycles record a handful of transitions: room for them now
+	// saves the first few reallocations.
+	e.history = append(make([]jobstate.Transition, 0, max(len(w.Transitions), historyCap)), w.Transitions...)
 	e.execs = append(e.execs, w.Executions...)
 	e.effects = append(e.effects, w.Effects...)
 	s.mu.Lock()
@@ -208,7 +212,6 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 	if key != "" {
 		s.keys[keyID{machine, key}] = e
 	}
-	s.count(&e.job, 1)
 	s.reindex(e)
 	return e.job, true, nil
 }
@@ -259,9 +262,7 @@ func (s *Store) run(ctx context.Context, e *entry, fn jobstate.UpdateFunc) (jobs
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.count(&e.job, -1)
 	e.job = w.Job
-	s.count(&e.job, 1)
 	e.history = append(e.history, w.Transitions...)
 	for _, x := range w.Executions {
 		if i := execIndex(e.execs, x.ID); i >= 0 {
@@ -343,16 +344,6 @@ func execIndex(list []jobstate.Execution, id uuid.UUID) int {
 		}
 	}
 	return -1
-}
-
-// count adds d to the per-state count of job. Caller holds mu.
-func (s *Store) count(job *jobstate.Job, d int) {
-	m := s.counts[job.Machine]
-	if m == nil {
-		m = make(map[jobstate.State]int)
-		s.counts[job.Machine] = m
-	}
-	m[job.State] += d
 }
 
 // reindex puts e where its job belongs in the ready heap, the wake heap

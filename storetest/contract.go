@@ -34,6 +34,7 @@ func RunContract(t *testing.T, newStore NewStore) {
 		{"Due", testDue},
 		{"Stale", testStale},
 		{"CancelledContext", testCancelledContext},
+		{"CounterIfOffered", testCounter},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -510,4 +511,27 @@ func testCancelledContext(t *testing.T, s jobstate.Store) {
 	})
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.Equal(t, int64(1), load(t, s, j.ID).Job.Version, "a cancelled context writes nothing")
+}
+
+func testCounter(t *testing.T, s jobstate.Store) {
+	c, ok := s.(jobstate.Counter)
+	if !ok {
+		t.Skip("the store does not offer jobstate.Counter")
+	}
+	ctx := context.Background()
+	a := insert(t, s, mkJob(Epoch))
+	insert(t, s, mkJob(Epoch))
+	other := mkJob(Epoch)
+	other.Machine = "other"
+	insert(t, s, other)
+	_, err := s.Update(ctx, a.ID, func(_ context.Context, cur jobstate.Snapshot) (jobstate.Write, error) {
+		return next(cur.Job, "r", jobstate.KindActive), nil
+	})
+	require.NoError(t, err)
+	got, err := c.Count(ctx, "m")
+	require.NoError(t, err)
+	assert.Equal(t, map[jobstate.State]int{"q": 1, "r": 1}, got)
+	got, err = c.Count(ctx, "none")
+	require.NoError(t, err)
+	assert.Empty(t, got)
 }
