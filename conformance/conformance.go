@@ -1,0 +1,256 @@
+// Package conformance holds language-neutral conformance vectors for the
+// jobstate engine and the runner that replays them.
+//
+// A vector is a JSON file in vectors/: a machine definition in the JSON
+// form of jobstate.ParseSpec, a start time, and a list of steps, each an
+// engine operation with its arguments and what it must return. The format
+// is specified in docs/conformance.md, so that an implementation in any
+// language can replay the same files and be held to the same behaviour.
+//
+// A store's test replays every vector on fresh stores:
+//
+//	func TestVectors(t *testing.T) {
+//		conformance.Run(t, func(t *testing.T) jobstate.Store { return memstore.New() })
+//	}
+package conformance
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"time"
+)
+
+//go:embed vectors/*.json
+var files embed.FS
+
+// Vector is one conformance scenario.
+type Vector struct {
+	// Name identifies the vector; it equals the file name without ".json".
+	Name string `json:"name"`
+	// Description says what the vector shows, citing its seed where it
+	// replays one.
+	Description string `json:"description"`
+	// Definition is the machine, in the JSON form of jobstate.ParseSpec,
+	// parsed with NewRegistry().
+	Definition json.RawMessage `json:"definition"`
+	// Start is the manual clock's first reading, in RFC 3339.
+	Start string `json:"start"`
+	// Expect, when set, is what loading the definition must give; absent,
+	// the definition must load.
+	Expect *LoadExpect `json:"expect,omitempty"`
+	// Steps are replayed in order on one engine over one fresh store.
+	Steps []Step `json:"steps"`
+}
+
+// LoadExpect is the expected outcome of loading a vector's definition.
+type LoadExpect struct {
+	// Error is the jobstate.Code of the load error ("invalid_definition"),
+	// or "" for success.
+	Error string `json:"error"`
+	// Problems are fragments that must each occur in the error's text.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Step is one operation of a vector, with its arguments and expectation.
+// Which arguments an operation reads is listed in docs/conformance.md §2.
+type Step struct {
+	Op string `json:"op"`
+	// Note is free text for the reader; the runner ignores it.
+	Note string `json:"note,omitempty"`
+
+	// As names the job a create makes, or the lease a claim grants.
+	As string `json:"as,omitempty"`
+	// Job names a job by its alias; JobID gives a literal id instead
+	// (for ids no job has).
+	Job   string `json:"job,omitempty"`
+	JobID string `json:"job_id,omitempty"`
+	// Lease names a lease by its alias; Token, when set, replaces its
+	// fencing token (a forged or stale lease).
+	Lease string `json:"lease,omitempty"`
+	Token *int   `json:"token,omitempty"`
+
+	// Machine overrides the machine name of create and claim (default:
+	// the definition's name).
+	Machine *string `json:"machine,omitempty"`
+
+	// create
+	Payload   *string `json:"payload,omitempty"`
+	Owner     string  `json:"owner,omitempty"`
+	Key       string  `json:"key,omitempty"`
+	TTL       string  `json:"ttl,omitempty"`
+	Deadline  string  `json:"deadline,omitempty"`
+	NotBefore string  `json:"not_before,omitempty"`
+	Priority  int     `json:"priority,omitempty"`
+
+	// who and why: create, fire, cancel, advance, apply
+	Actor  string          `json:"actor,omitempty"`
+	Reason string          `json:"reason,omitempty"`
+	Args   json.RawMessage `json:"args,omitempty"`
+
+	// fire, advance
+	Event     string `json:"event,omitempty"`
+	IfVersion int64  `json:"if_version,omitempty"`
+
+	// claim, claim_job
+	Worker string `json:"worker,omitempty"`
+
+	// commit, succeed: Effect names a registry effect. apply: Effect
+	// names one of the definition's once-only effects.
+	Result *string `json:"result,omitempty"`
+	Effect string  `json:"effect,omitempty"`
+
+	// fail
+	Error string `json:"error,omitempty"`
+	Class string `json:"class,omitempty"`
+	After string `json:"after,omitempty"`
+
+	// snooze
+	Delay string `json:"delay,omitempty"`
+
+	// clock
+	Advance string `json:"advance,omitempty"`
+	Set     string `json:"set,omitempty"`
+
+	Expect Expect `json:"expect"`
+}
+
+// Expect is what a step must give. Absent fields are not checked, except
+// Error: absent means the step must succeed.
+type Expect struct {
+	// Error is the jobstate.Code the operation returns; "" is success.
+	Error string `json:"error,omitempty"`
+
+	// Job is the alias of the job the operation returned (which job a
+	// claim took, which job an idempotent create gave back).
+	Job *string `json:"job,omitempty"`
+	// Existing is Created.Existing of a create.
+	Existing *bool `json:"existing,omitempty"`
+	// Token is the fencing token of the lease a claim granted.
+	Token *int `json:"token,omitempty"`
+
+	// Fields of the job (see docs/conformance.md §2.4 for which job).
+	State          *string `json:"state,omitempty"`
+	Kind           *string `json:"kind,omitempty"`
+	Outcome        *string `json:"outcome,omitempty"`
+	Version        *int64  `json:"version,omitempty"`
+	Attempt        *int    `json:"attempt,omitempty"`
+	RetryCount     *int    `json:"retry_count,omitempty"`
+	MaxRetries     *int    `json:"max_retries,omitempty"`
+	Leases         *int    `json:"leases,omitempty"`
+	NotBefore      *string `json:"not_before,omitempty"`
+	Deadline       *string `json:"deadline,omitempty"`
+	StartedAt      *string `json:"started_at,omitempty"`
+	CompletedAt    *string `json:"completed_at,omitempty"`
+	LeaseExpiresAt *string `json:"lease_expires_at,omitempty"`
+	LastError      *string `json:"last_error,omitempty"`
+	ErrorClass     *string `json:"error_class,omitempty"`
+	Committed      *string `json:"committed,omitempty"`
+	Result         *string `json:"result,omitempty"`
+
+	// EffectCount maps registry effect names to how often each ran
+	// successfully for the job.
+	EffectCount map[string]int `json:"effect_count,omitempty"`
+	// History is the job's whole history as [from, event, to] triples.
+	History [][3]string `json:"history,omitempty"`
+	// Executions are the statuses of the job's executions, in claim order.
+	Executions []string `json:"executions,omitempty"`
+
+	// Report is a sweep's report.
+	Report *Report `json:"report,omitempty"`
+}
+
+// Report is the expected jobstate.SweepReport; absent counts are not
+// checked.
+type Report struct {
+	Jobs      *int `json:"jobs,omitempty"`
+	Finalized *int `json:"finalized,omitempty"`
+	Aborted   *int `json:"aborted,omitempty"`
+	Retried   *int `json:"retried,omitempty"`
+	Failed    *int `json:"failed,omitempty"`
+	Requeued  *int `json:"requeued,omitempty"`
+	Expired   *int `json:"expired,omitempty"`
+}
+
+// Ops lists the operation names a step may use, in the order of
+// docs/conformance.md §2.
+var Ops = []string{
+	"create", "fire", "cancel", "get", "claim", "claim_job", "heartbeat",
+	"start", "commit", "finish", "succeed", "fail", "snooze", "advance",
+	"apply", "sweep", "clock", "history", "executions",
+}
+
+func knownOp(op string) bool {
+	for _, o := range Ops {
+		if o == op {
+			return true
+		}
+	}
+	return false
+}
+
+// Vectors returns every embedded vector, sorted by name. It fails if a
+// file is not a well-formed vector: unknown fields (anywhere but inside
+// the definition and args), an unknown op, a name that does not match the
+// file name, a bad start time.
+func Vectors() ([]Vector, error) {
+	entries, err := files.ReadDir("vectors")
+	if err != nil {
+		return nil, err
+	}
+	var out []Vector
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		data, err := files.ReadFile(path.Join("vectors", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		v, err := ParseVector(data)
+		if err != nil {
+			return nil, fmt.Errorf("vectors/%s: %w", e.Name(), err)
+		}
+		if want := strings.TrimSuffix(e.Name(), ".json"); v.Name != want {
+			return nil, fmt.Errorf("vectors/%s: name %q does not match the file name", e.Name(), v.Name)
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// ParseVector decodes and checks one vector file.
+func ParseVector(data []byte) (Vector, error) {
+	var v Vector
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return Vector{}, err
+	}
+	if dec.More() {
+		return Vector{}, fmt.Errorf("data after the vector")
+	}
+	if v.Name == "" {
+		return Vector{}, fmt.Errorf("no name")
+	}
+	if len(v.Definition) == 0 {
+		return Vector{}, fmt.Errorf("no definition")
+	}
+	if _, err := time.Parse(time.RFC3339Nano, v.Start); err != nil {
+		return Vector{}, fmt.Errorf("start: %w", err)
+	}
+	if v.Expect != nil && v.Expect.Error != "" && len(v.Steps) > 0 {
+		return Vector{}, fmt.Errorf("a vector whose definition must not load has no steps")
+	}
+	for i, s := range v.Steps {
+		if !knownOp(s.Op) {
+			return Vector{}, fmt.Errorf("step %d: unknown op %q", i+1, s.Op)
+		}
+	}
+	return v, nil
+}

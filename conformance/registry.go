@@ -1,0 +1,188 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/jobstate/jobstate"
+)
+
+// The registry's refusals and failures. Their codes are "guard_refused"
+// when a guard returns them (the engine wraps them) and "unknown" when an
+// effect does (the engine returns an effect's error as it is).
+var (
+	// ErrNotOwner is returned by the "owner_only" guard.
+	ErrNotOwner = errors.New("owner_only: the actor is not the job's owner")
+	// ErrOddArg is returned by the "even_arg" guard.
+	ErrOddArg = errors.New("even_arg: args is not an even integer")
+	// ErrLiveExecutions is returned by the "no_live_executions" guard.
+	ErrLiveExecutions = errors.New("no_live_executions: the job has a live execution")
+	// ErrAttemptLimit is returned by the "attempt_below_3" guard.
+	ErrAttemptLimit = errors.New("attempt_below_3: the job's attempt is 3 or more")
+	// ErrFailEffect is returned by the "fail_effect" effect.
+	ErrFailEffect = errors.New("fail_effect: the effect failed")
+)
+
+// NewRegistry returns the fixed conformance registry that every vector's
+// definition is parsed with (docs/conformance.md §3 gives the exact
+// semantics other implementations must reproduce):
+//
+// Guards:
+//   - "owner_only": allows when the actor equals the job's owner.
+//   - "even_arg": allows when args is a number with an even integral value.
+//   - "no_live_executions": allows when no execution of the job is live
+//     (LEASED, IN_PROGRESS or COMMITTED).
+//   - "attempt_below_3": allows when the job's attempt counter is below 3.
+//
+// Effects:
+//   - "count": succeeds and adds one to the job's counter of "count" runs,
+//     which vectors assert with effect_count.
+//   - "fail_effect": always fails with ErrFailEffect.
+//
+// Classifiers:
+//   - "http": "403" and "404" permanent; "429" retryable after 7s; any
+//     other message unclassified (so retryable, with the backoff).
+//
+// The functions are package-level and stateless: counts are kept by the
+// runner, which passes its counter in the context the engine hands to
+// effects. Outside a runner "count" succeeds and counts nothing. Each call
+// returns new maps over the same functions.
+func NewRegistry() jobstate.Registry {
+	return jobstate.Registry{
+		Guards: map[string]jobstate.Guard{
+			"owner_only":         ownerOnly,
+			"even_arg":           evenArg,
+			"no_live_executions": noLiveExecutions,
+			"attempt_below_3":    attemptBelow3,
+		},
+		Effects: map[string]jobstate.EffectFunc{
+			"count":       countEffect,
+			"fail_effect": failEffect,
+		},
+		Classifiers: map[string]jobstate.Classifier{
+			"http": httpClassifier,
+		},
+	}
+}
+
+func ownerOnly(_ context.Context, in jobstate.GuardInput) error {
+	if in.Actor != in.Job.Owner {
+		return ErrNotOwner
+	}
+	return nil
+}
+
+func evenArg(_ context.Context, in jobstate.GuardInput) error {
+	if even(in.Args) {
+		return nil
+	}
+	return ErrOddArg
+}
+
+// even reports whether v is a number with an even integral value. The
+// runner passes JSON numbers as json.Number.
+func even(v any) bool {
+	switch n := v.(type) {
+	case json.Number:
+		if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+			return i%2 == 0
+		}
+		f, err := strconv.ParseFloat(string(n), 64)
+		return err == nil && evenFloat(f)
+	case int:
+		return n%2 == 0
+	case int64:
+		return n%2 == 0
+	case float64:
+		return evenFloat(n)
+	}
+	return false
+}
+
+func evenFloat(f float64) bool {
+	return !math.IsInf(f, 0) && !math.IsNaN(f) && f == math.Trunc(f) && math.Mod(f, 2) == 0
+}
+
+func noLiveExecutions(_ context.Context, in jobstate.GuardInput) error {
+	for _, x := range in.Executions {
+		if x.Status.Live() {
+			return ErrLiveExecutions
+		}
+	}
+	return nil
+}
+
+func attemptBelow3(_ context.Context, in jobstate.GuardInput) error {
+	if in.Job.Attempt >= 3 {
+		return ErrAttemptLimit
+	}
+	return nil
+}
+
+func countEffect(ctx context.Context, job jobstate.Job) error {
+	if c, ok := ctx.Value(countsKey{}).(*counts); ok {
+		c.add(job.ID, "count")
+	}
+	return nil
+}
+
+func failEffect(context.Context, jobstate.Job) error { return ErrFailEffect }
+
+func httpClassifier(err error) (jobstate.ErrorClass, time.Duration) {
+	switch err.Error() {
+	case "403", "404":
+		return jobstate.ClassPermanent, 0
+	case "429":
+		return jobstate.ClassRetryable, 7 * time.Second
+	}
+	return jobstate.ClassNone, 0
+}
+
+// countsKey carries a *counts in the context of a vector's engine calls.
+type countsKey struct{}
+
+// counts records how often each registry effect succeeded, per job.
+type counts struct {
+	mu sync.Mutex
+	n  map[uuid.UUID]map[string]int
+}
+
+func (c *counts) add(job uuid.UUID, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = make(map[uuid.UUID]map[string]int)
+	}
+	if c.n[job] == nil {
+		c.n[job] = make(map[string]int)
+	}
+	c.n[job][name]++
+}
+
+func (c *counts) get(job uuid.UUID, name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[job][name]
+}
+
+// snapshot copies every count, for the unchanged-on-error check.
+func (c *counts) snapshot() map[uuid.UUID]map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[uuid.UUID]map[string]int, len(c.n))
+	for id, m := range c.n {
+		cp := make(map[string]int, len(m))
+		for k, v := range m {
+			cp[k] = v
+		}
+		out[id] = cp
+	}
+	return out
+}

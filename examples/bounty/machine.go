@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jobstate/jobstate"
+)
+
+// The bounty's states, named as the seed names them.
+const (
+	Open      jobstate.State = "open"
+	Funded    jobstate.State = "funded"
+	Resolved  jobstate.State = "resolved"
+	Expired   jobstate.State = "expired"
+	Cancelled jobstate.State = "cancelled"
+)
+
+// Machine is the name of the bounty machine.
+const Machine = "bounty"
+
+// Fund is T1's event (POST /jobs/<id>/fund). Cancel (T2, T5) is the
+// library's jobstate.EventCancel; resolve (T3) is jobstate.EventSucceed,
+// fired when a submission commits; expiry (T4) is jobstate.EventExpire.
+const Fund jobstate.Event = "fund"
+
+// Refund is the name of the once-only effect of T6 and T7. It is not a
+// state: the job stays expired or cancelled.
+const Refund = "refund"
+
+// The marketplace's limits.
+const (
+	// DefaultMaxSubmissions bounds the submissions to one bounty
+	// (invariant 6), unless its terms say otherwise.
+	DefaultMaxSubmissions = 20
+	// DefaultMaxRetries bounds one worker's submissions to one bounty
+	// (invariant 7), unless its terms say otherwise.
+	DefaultMaxRetries = 3
+	// MaxSubmissionsCap is the most submissions terms may allow; all of
+	// them may be judged at once (Policy.MaxExecutions).
+	MaxSubmissionsCap = 100
+	// MaxContentBytes is the size limit of one submission (invariant 8).
+	MaxContentBytes = 50 * 1024
+	// PassThreshold is ORACLE_PASS_THRESHOLD: the least score that passes.
+	PassThreshold = 80
+	// JudgingLease is how long a submission may stay judging without a
+	// verdict before it counts as stuck.
+	JudgingLease = 2 * time.Minute
+)
+
+// The guards' refusals. The engine returns them wrapped in a
+// *jobstate.TransitionError with jobstate.ErrGuardRefused.
+var (
+	ErrNotBuyer       = errors.New("only the buyer may do that")
+	ErrBadDeposit     = errors.New("a deposit needs a 0x transaction hash and a depositor address")
+	ErrJudging        = errors.New("a submission is being judged (409)")
+	ErrNotRegistered  = errors.New("worker is not registered")
+	ErrSelfDealing    = errors.New("the buyer cannot work on their own bounty")
+	ErrReputation     = errors.New("completion rate below the bounty's minimum")
+	ErrTooLarge       = errors.New("submission larger than 50KB")
+	ErrMaxSubmissions = errors.New("the bounty has all the submissions it accepts")
+	ErrMaxRetries     = errors.New("the worker has used all their submissions to this bounty")
+	ErrBadTerms       = errors.New("invalid bounty terms")
+)
+
+// Terms are what a buyer posts (POST /jobs), stored as the job's payload.
+type Terms struct {
+	Title string `json:"title"`
+	// Reward is the amount escrowed by funding, in cents.
+	Reward int64 `json:"reward"`
+	// Rubric lists what a submission must contain to pass the demo oracle.
+	Rubric []string `json:"rubric,omitempty"`
+	// MinReputation is the least completion_rate a worker needs to submit
+	// (invariant 14); zero means anyone.
+	MinReputation float64 `json:"min_reputation,omitempty"`
+	// MaxSubmissions and MaxRetries are the bounty's limits (invariants 6
+	// and 7); Post fills in the defaults.
+	MaxSubmissions int `json:"max_submissions"`
+	MaxRetries     int `json:"max_retries"`
+}
+
+// TermsOf decodes the terms of a bounty.
+func TermsOf(job jobstate.Job) (Terms, error) {
+	var t Terms
+	if err := json.Unmarshal(job.Payload, &t); err != nil {
+		return Terms{}, fmt.Errorf("%w: %v", ErrBadTerms, err)
+	}
+	return t, nil
+}
+
+// Resolution is what the winning submission stores as the job's result:
+// winner_id and result_data (T3), with the oracle's score.
+type Resolution struct {
+	Winner     string `json:"winner_id"`
+	ResultData string `json:"result_data"`
+	Score      int    `json:"score"`
+}
+
+// ResolutionOf decodes a resolved bounty's result.
+func ResolutionOf(job jobstate.Job) (Resolution, error) {
+	var r Resolution
+	if err := json.Unmarshal(job.Result, &r); err != nil {
+		return Resolution{}, fmt.Errorf("bounty %s has no resolution: %v", job.ID, err)
+	}
+	return r, nil
+}
+
+// SubmitArgs are a submission's arguments to the claim guards: the content
+// and the worker's record as the database holds it (nil when the worker is
+// not registered).
+type SubmitArgs struct {
+	Content string
+	Agent   *Agent
+}
+
+// NewMachine declares the bounty machine: its states, its table with the
+// guards and effects of T1-T5, its lifecycle policy, and the refund of
+// T6/T7 as a once-only effect. Effects write to db.
+func NewMachine(db *DB) (*jobstate.Definition, error) {
+	return jobstate.NewDefinition(jobstate.Spec{
+		Name: Machine,
+		States: []jobstate.StateSpec{
+			{Name: Open, Kind: jobstate.KindInitial, Description: "created, awaiting funding"},
+			{Name: Funded, Kind: jobstate.KindReady, Description: "deposit verified, accepting submissions"},
+			{Name: Resolved, Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded, Description: "a submission passed, winner paid"},
+			{Name: Expired, Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeExpired, Description: "past its deadline unresolved (refundable)"},
+			{Name: Cancelled, Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeCancelled, Description: "cancelled by the buyer (refundable)"},
+		},
+		Initial: Open,
+		Rules: []jobstate.Rule{
+			{From: []jobstate.State{Open}, Event: Fund, To: Funded, Guard: buyerWithDeposit, GuardName: "buyer, valid deposit",
+				Effect: db.recordDeposit, EffectName: "record deposit (tx hash unique)", Description: "T1"},
+			{From: []jobstate.State{Open}, Event: jobstate.EventCancel, To: Cancelled, Guard: buyerOnly, GuardName: "buyer",
+				Description: "T2"},
+			{From: []jobstate.State{Funded}, Event: jobstate.EventClaim, To: Funded, Guard: submissionAllowed,
+				GuardName: "registered, not the buyer, reputation, 50KB, max submissions, max per worker",
+				Effect:    db.countClaim, EffectName: "count the worker's claim", Description: "a submission starts judging"},
+			{From: []jobstate.State{Funded}, Event: jobstate.EventSucceed, To: Resolved, Description: "T3: the first passer wins"},
+			{From: []jobstate.State{Funded}, Event: jobstate.EventExpire, To: Expired, Description: "T4: lazy expiry on read"},
+			{From: []jobstate.State{Funded}, Event: jobstate.EventCancel, To: Cancelled, Guard: buyerAndNothingJudging, GuardName: "buyer, nothing judging",
+				Description: "T5"},
+		},
+		Policy: jobstate.Policy{
+			LeaseTTL:        JudgingLease,
+			MaxExecutions:   MaxSubmissionsCap,
+			FailOnLeaseLoss: true,
+			LazyExpiry:      true,
+		},
+		Create:  jobstate.CreateSpec{Guard: validTerms, GuardName: "buyer, valid terms"},
+		Effects: []jobstate.EffectSpec{{Name: Refund, In: []jobstate.State{Expired, Cancelled}, Guard: buyerOnly, GuardName: "buyer", Run: db.refund}},
+	})
+}
+
+// validTerms is the creation guard: a bounty is posted by its buyer, with a
+// reward and limits the marketplace accepts.
+func validTerms(_ context.Context, in jobstate.GuardInput) error {
+	if in.Job.Owner == "" || in.Actor != in.Job.Owner {
+		return ErrNotBuyer
+	}
+	t, err := TermsOf(in.Job)
+	if err != nil {
+		return err
+	}
+	switch {
+	case t.Reward <= 0:
+		return fmt.Errorf("%w: reward must be positive", ErrBadTerms)
+	case t.MaxSubmissions < 1 || t.MaxSubmissions > MaxSubmissionsCap:
+		return fmt.Errorf("%w: max submissions must be between 1 and %d", ErrBadTerms, MaxSubmissionsCap)
+	case t.MaxRetries < 1:
+		return fmt.Errorf("%w: max retries per worker must be at least 1", ErrBadTerms)
+	case t.MinReputation < 0 || t.MinReputation > 1:
+		return fmt.Errorf("%w: minimum reputation must be between 0 and 1", ErrBadTerms)
+	}
+	return nil
+}
+
+// buyerOnly allows the move only to the bounty's buyer (invariant 1).
+func buyerOnly(_ context.Context, in jobstate.GuardInput) error {
+	if in.Actor != in.Job.Owner {
+		return ErrNotBuyer
+	}
+	return nil
+}
+
+// buyerWithDeposit is T1's guard: the buyer, with a well-formed deposit
+// (on-chain verification is assumed, as in the seed's DEV_MODE).
+func buyerWithDeposit(ctx context.Context, in jobstate.GuardInput) error {
+	if err := buyerOnly(ctx, in); err != nil {
+		return err
+	}
+	d, ok := in.Args.(Deposit)
+	if !ok || d.From == "" || !isTxHash(d.TxHash) {
+		return ErrBadDeposit
+	}
+	return nil
+}
+
+// isTxHash reports whether s looks like a transaction hash: 0x and hex
+// digits.
+func isTxHash(s string) bool {
+	hex, ok := strings.CutPrefix(s, "0x")
+	if !ok || hex == "" {
+		return false
+	}
+	return strings.Trim(strings.ToLower(hex), "0123456789abcdef") == ""
+}
+
+// buyerAndNothingJudging is T5's guard: the buyer, and no submission being
+// judged (invariant 9), which it reads from the job's live executions.
+func buyerAndNothingJudging(ctx context.Context, in jobstate.GuardInput) error {
+	if err := buyerOnly(ctx, in); err != nil {
+		return err
+	}
+	for _, x := range in.Executions {
+		if x.Status.Live() {
+			return ErrJudging
+		}
+	}
+	return nil
+}
+
+// submissionAllowed is the claim guard: a registered worker (2) who is not
+// the buyer (3), with the reputation the bounty asks for (14), content
+// within 50KB (8), while the bounty accepts more submissions (6) and the
+// worker has submissions left (7). The limits count the job's executions,
+// failed ones included.
+func submissionAllowed(_ context.Context, in jobstate.GuardInput) error {
+	args, ok := in.Args.(SubmitArgs)
+	if !ok {
+		return fmt.Errorf("claim arguments are %T, not SubmitArgs", in.Args)
+	}
+	terms, err := TermsOf(in.Job)
+	if err != nil {
+		return err
+	}
+	switch {
+	case args.Agent == nil || args.Agent.Name != in.Actor:
+		return ErrNotRegistered
+	case in.Actor == in.Job.Owner:
+		return ErrSelfDealing
+	case terms.MinReputation > 0 && args.Agent.CompletionRate() < terms.MinReputation:
+		return fmt.Errorf("%w: %.2f < %.2f", ErrReputation, args.Agent.CompletionRate(), terms.MinReputation)
+	case len(args.Content) > MaxContentBytes:
+		return fmt.Errorf("%w: %d bytes", ErrTooLarge, len(args.Content))
+	}
+	total, mine := len(in.Executions), 0
+	for _, x := range in.Executions {
+		if x.Owner == in.Actor {
+			mine++
+		}
+	}
+	switch {
+	case total >= terms.MaxSubmissions:
+		return fmt.Errorf("%w: %d of %d", ErrMaxSubmissions, total, terms.MaxSubmissions)
+	case mine >= terms.MaxRetries:
+		return fmt.Errorf("%w: %d of %d", ErrMaxRetries, mine, terms.MaxRetries)
+	}
+	return nil
+}

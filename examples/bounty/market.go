@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/jobstate/jobstate"
+)
+
+// Oracle scores a submission against a bounty's terms, from 0 to 100. An
+// error means the submission could not be judged (the guard blocked it, or
+// the oracle failed); the submission then fails.
+type Oracle func(terms Terms, content string) (int, error)
+
+// ErrBlocked is the demo oracle's guard refusing a submission.
+var ErrBlocked = errors.New("guard blocked the submission")
+
+// DemoOracle is a stand-in for the seed's guard and LLM oracle: it blocks
+// content that tries to instruct the judge, then scores the share of the
+// rubric's terms the content contains (case-insensitive).
+func DemoOracle(terms Terms, content string) (int, error) {
+	lower := strings.ToLower(content)
+	if strings.Contains(lower, "ignore previous instructions") {
+		return 0, ErrBlocked
+	}
+	if len(terms.Rubric) == 0 {
+		return 100, nil
+	}
+	hits := 0
+	for _, w := range terms.Rubric {
+		if strings.Contains(lower, strings.ToLower(w)) {
+			hits++
+		}
+	}
+	return 100 * hits / len(terms.Rubric), nil
+}
+
+// Market is the marketplace server: its endpoints call the engine, which
+// applies the bounty machine; the market itself decides no lifecycle rule.
+type Market struct {
+	eng    *jobstate.Engine
+	def    *jobstate.Definition
+	db     *DB
+	oracle Oracle
+}
+
+// Start starts a server over store and db: it declares the machine, builds
+// the engine and recovers from a previous run. Submissions left judging by
+// a crashed server are failed by the start-up sweep once their judging
+// lease has lapsed (Policy.FailOnLeaseLoss; the bounty stays funded). The
+// sweep's report says what it did.
+func Start(ctx context.Context, store jobstate.Store, db *DB, clock jobstate.Clock, oracle Oracle) (*Market, jobstate.SweepReport, error) {
+	def, err := NewMachine(db)
+	if err != nil {
+		return nil, jobstate.SweepReport{}, err
+	}
+	eng, err := jobstate.New(store, jobstate.WithMachines(def), jobstate.WithClock(clock))
+	if err != nil {
+		return nil, jobstate.SweepReport{}, err
+	}
+	rep, err := eng.Sweep(ctx)
+	if err != nil {
+		return nil, rep, err
+	}
+	return &Market{eng: eng, def: def, db: db, oracle: oracle}, rep, nil
+}
+
+// Engine returns the market's engine.
+func (m *Market) Engine() *jobstate.Engine { return m.eng }
+
+// Definition returns the bounty machine.
+func (m *Market) Definition() *jobstate.Definition { return m.def }
+
+// Register registers a worker (POST /agents).
+func (m *Market) Register(name string) { m.db.Register(name) }
+
+// Post creates a bounty for buyer (POST /jobs), open until funded, with
+// the default limits where terms leave them unset and an optional
+// deadline.
+func (m *Market) Post(ctx context.Context, buyer string, terms Terms, deadline time.Time) (jobstate.Job, error) {
+	if terms.MaxSubmissions == 0 {
+		terms.MaxSubmissions = DefaultMaxSubmissions
+	}
+	if terms.MaxRetries == 0 {
+		terms.MaxRetries = DefaultMaxRetries
+	}
+	payload, err := json.Marshal(terms)
+	if err != nil {
+		return jobstate.Job{}, err
+	}
+	c, err := m.eng.Create(ctx, jobstate.NewJob{Machine: Machine, Payload: payload, Owner: buyer, Actor: buyer, Deadline: deadline})
+	return c.Job, err
+}
+
+// Get reads a bounty (GET /jobs/<id>). The engine expires a funded bounty
+// found past its deadline first (T4), failing its judging submissions.
+func (m *Market) Get(ctx context.Context, id uuid.UUID) (jobstate.Job, error) {
+	return m.eng.Get(ctx, id)
+}
+
+// Fund funds a bounty with the buyer's deposit (T1, POST
+// /jobs/<id>/fund). Like every endpoint it reads the bounty first, so lazy
+// expiry applies.
+func (m *Market) Fund(ctx context.Context, id uuid.UUID, actor string, d Deposit) (jobstate.Job, error) {
+	if _, err := m.Get(ctx, id); err != nil {
+		return jobstate.Job{}, err
+	}
+	ctx = withRequest(ctx, request{actor: actor, deposit: d})
+	return m.eng.Fire(ctx, id, Fund, jobstate.Call{Actor: actor, Args: d})
+}
+
+// Cancel cancels a bounty (T2, T5, POST /jobs/<id>/cancel).
+func (m *Market) Cancel(ctx context.Context, id uuid.UUID, actor string) (jobstate.Job, error) {
+	if _, err := m.Get(ctx, id); err != nil {
+		return jobstate.Job{}, err
+	}
+	return m.eng.Cancel(ctx, id, jobstate.Call{Actor: actor})
+}
+
+// Refund returns a dead bounty's deposit to its depositor (T6, T7, POST
+// /jobs/<id>/refund): once, whoever asks how often.
+func (m *Market) Refund(ctx context.Context, id uuid.UUID, actor string) (jobstate.Job, error) {
+	if _, err := m.Get(ctx, id); err != nil {
+		return jobstate.Job{}, err
+	}
+	return m.eng.Apply(ctx, id, Refund, jobstate.Call{Actor: actor})
+}
+
+// Submission is a submission being judged: the worker's hold on one
+// execution of the bounty.
+type Submission struct {
+	Lease   jobstate.Lease
+	Worker  string
+	Content string
+	Terms   Terms
+}
+
+// Submit submits a worker's content to a bounty (POST /jobs/<id>/submit):
+// a new execution of the job, judging until its verdict. The claim guards
+// decide whether it is accepted.
+func (m *Market) Submit(ctx context.Context, id uuid.UUID, worker, content string) (Submission, error) {
+	if _, err := m.Get(ctx, id); err != nil {
+		return Submission{}, err
+	}
+	args := SubmitArgs{Content: content}
+	if a, ok := m.db.Agent(worker); ok {
+		args.Agent = &a
+	}
+	ctx = withRequest(ctx, request{actor: worker})
+	c, err := m.eng.ClaimJob(ctx, id, jobstate.ClaimRequest{Worker: worker, Args: args})
+	if err != nil {
+		return Submission{}, err
+	}
+	terms, err := TermsOf(c.Job)
+	if err != nil {
+		return Submission{}, err
+	}
+	return Submission{Lease: c.Lease, Worker: worker, Content: content, Terms: terms}, nil
+}
+
+// Verdict is the oracle's judgement of a submission.
+type Verdict struct {
+	Score int
+	// Passed is the oracle's acceptance; whether the submission won is
+	// told by Judge's error (nil for the winner).
+	Passed bool
+	// Reason says why a submission failed.
+	Reason string
+}
+
+// Judge runs the oracle on a submission and records the verdict (the
+// seed's oracle thread). A passing submission commits: the first to do so
+// resolves the bounty with its result and its payout (T3); a later one is
+// discarded (jobstate.ErrAlreadyCommitted). A failing one fails alone,
+// permanently; the bounty stays funded. A submission ended meanwhile (the
+// bounty expired, or a restart failed it) gets jobstate.ErrLeaseLost.
+func (m *Market) Judge(ctx context.Context, s Submission) (Verdict, error) {
+	score, err := m.oracle(s.Terms, s.Content)
+	var v Verdict
+	switch {
+	case err != nil:
+		v = Verdict{Reason: err.Error()}
+	case score < PassThreshold:
+		v = Verdict{Score: score, Reason: fmt.Sprintf("score %d below %d", score, PassThreshold)}
+	default:
+		v = Verdict{Score: score, Passed: true}
+		res, err := json.Marshal(Resolution{Winner: s.Worker, ResultData: s.Content, Score: score})
+		if err != nil {
+			return v, err
+		}
+		_, err = m.eng.Succeed(ctx, s.Lease, jobstate.CommitInput{Result: res, Effect: m.db.payout})
+		return v, err
+	}
+	_, err = m.eng.Fail(ctx, s.Lease, jobstate.Permanent(errors.New(v.Reason)))
+	return v, err
+}
+
+// SubmissionStatus is a submission's status in the seed's words.
+type SubmissionStatus string
+
+// The submission statuses.
+const (
+	Judging SubmissionStatus = "judging"
+	Passed  SubmissionStatus = "passed"
+	Failed  SubmissionStatus = "failed"
+)
+
+// SubmissionView is one submission as the seed's Submission table shows
+// it.
+type SubmissionView struct {
+	Worker string
+	Status SubmissionStatus
+	// Reason says why a failed submission failed.
+	Reason string
+}
+
+// Submissions lists a bounty's submissions in the order they were made,
+// each execution's status named in the seed's words: live is judging,
+// done is passed, aborted is failed.
+func (m *Market) Submissions(ctx context.Context, id uuid.UUID) ([]SubmissionView, error) {
+	execs, err := m.eng.Executions(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SubmissionView, len(execs))
+	for i, x := range execs {
+		out[i] = SubmissionView{Worker: x.Owner, Status: statusOf(x.Status), Reason: x.Error}
+	}
+	return out, nil
+}
+
+// statusOf names an execution status as a submission status.
+func statusOf(s jobstate.ExecStatus) SubmissionStatus {
+	switch {
+	case s == jobstate.ExecDone:
+		return Passed
+	case s == jobstate.ExecAborted:
+		return Failed
+	default:
+		return Judging
+	}
+}
