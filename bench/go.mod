@@ -1,0 +1,12 @@
+module github.com/jobstate/jobstate/bench
+
+go 1.23
+
+require (
+	github.com/google/uuid v1.6.0
+	github.com/jobstate/jobstate v0.0.0
+	github.com/looplab/fsm v1.0.3
+	github.com/qmuntal/stateless v1.7.2
+)
+
+replace github.com/jobstate/jobstate => ../
