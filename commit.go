@@ -14,7 +14,7 @@ type CommitInput struct {
 	// Result is stored as the job's result when the commit wins.
 	Result []byte
 	// Effect is applied inside the commit boundary, only if the commit
-	// wins; an error from it aborts the commit and writes nothing (the
+	// wins, and sees the job as the commit writes it; an error from it aborts the commit and writes nothing (the
 	// execution stays live and may retry the commit or fail). Optional.
 	Effect EffectFunc
 }
@@ -32,29 +32,32 @@ type CommitInput struct {
 // if the worker dies first, a sweep does that without re-applying the
 // effect.
 func (e *Engine) Commit(ctx context.Context, lease Lease, in CommitInput) (Job, error) {
-	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
-		x, err := checkCommit(&cur, lease, now)
+	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+		x, err := checkCommit(def, &cur, lease, now)
 		if err != nil {
-			return Write{}, err
-		}
-		if err := runEffect(ctx, cur.Job, in); err != nil {
 			return Write{}, err
 		}
 		w := bump(def, &cur, now, x)
 		w.Job.Committed, w.Job.Result = x.ID, in.Result
+		if err := runEffect(ctx, w.Job, in); err != nil {
+			return Write{}, err
+		}
 		return w, nil
 	})
 }
 
 // checkCommit checks the commit boundary for lease and returns its
 // execution as COMMITTED, without applying anything.
-func checkCommit(cur *Snapshot, lease Lease, now time.Time) (Execution, error) {
+func checkCommit(def *Definition, cur *Snapshot, lease Lease, now time.Time) (Execution, error) {
 	x, err := leased(cur, lease, now)
 	if err != nil {
 		return Execution{}, err
 	}
 	if x.Status == ExecCommitted {
 		return Execution{}, &CommitError{JobID: cur.Job.ID, ExecID: x.ID, Winner: x.ID}
+	}
+	if def.policy.RequireStart && x.Status == ExecLeased {
+		return Execution{}, fmt.Errorf("%w: execution %s of job %s is LEASED; its machine requires Engine.Start before a commit", ErrInvalidTransition, x.ID, cur.Job.ID)
 	}
 	y := *x
 	y.Status = ExecCommitted
@@ -64,12 +67,12 @@ func checkCommit(cur *Snapshot, lease Lease, now time.Time) (Execution, error) {
 	return y, nil
 }
 
-// runEffect applies the commit's effect to job, seen with its new result.
+// runEffect applies the commit's effect, showing it the job as the commit
+// writes it.
 func runEffect(ctx context.Context, job Job, in CommitInput) error {
 	if in.Effect == nil {
 		return nil
 	}
-	job.Result = in.Result
 	return in.Effect(ctx, job)
 }
 
@@ -80,7 +83,7 @@ func runEffect(ctx context.Context, job Job, in CommitInput) error {
 // ErrInvalidArgument if this execution has not committed, a
 // *TransitionError if the table has no succeed rule from the job's state.
 func (e *Engine) Finish(ctx context.Context, lease Lease) (Job, error) {
-	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
 		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
@@ -96,8 +99,8 @@ func (e *Engine) Finish(ctx context.Context, lease Lease) (Job, error) {
 // execution becomes DONE and the job takes its succeed rule. Errors are
 // those of Commit and Finish.
 func (e *Engine) Succeed(ctx context.Context, lease Lease, in CommitInput) (Job, error) {
-	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
-		x, err := checkCommit(&cur, lease, now)
+	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+		x, err := checkCommit(def, &cur, lease, now)
 		if err != nil {
 			return Write{}, err
 		}
@@ -106,7 +109,7 @@ func (e *Engine) Succeed(ctx context.Context, lease Lease, in CommitInput) (Job,
 		if err != nil {
 			return Write{}, err
 		}
-		if err := runEffect(ctx, cur.Job, in); err != nil {
+		if err := runEffect(ctx, w.Job, in); err != nil {
 			return Write{}, err
 		}
 		return w, nil
@@ -149,15 +152,10 @@ var ErrUnknownEffect = fmt.Errorf("%w: unknown effect", ErrInvalidArgument)
 // allowed states, ErrGuardRefused), the effect's own error (nothing
 // recorded, so it may be requested again).
 func (e *Engine) Apply(ctx context.Context, id uuid.UUID, name string, c Call) (Job, error) {
-	return e.update(ctx, id, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	return e.update(ctx, id, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
 		ef := def.effect(name)
 		if ef == nil {
 			return Write{}, fmt.Errorf("%w %q on machine %q", ErrUnknownEffect, name, def.name)
-		}
-		for _, r := range cur.Effects {
-			if r.Name == name {
-				return Write{}, fmt.Errorf("%w: %q ran for job %s at %s", ErrEffectApplied, name, id, r.At.Format(time.RFC3339Nano))
-			}
 		}
 		ev := Event("effect:" + name)
 		if len(ef.In) > 0 && !containsState(ef.In, cur.Job.State) {
@@ -169,10 +167,17 @@ func (e *Engine) Apply(ctx context.Context, id uuid.UUID, name string, c Call) (
 				return Write{}, def.refuse(&cur.Job, ev, ErrGuardRefused, err)
 			}
 		}
-		if err := ef.Run(ctx, cur.Job); err != nil {
-			return Write{}, err
+		// Refusals that depend on the caller come first, so that a caller
+		// who may not run the effect does not learn whether it ran.
+		for _, r := range cur.Effects {
+			if r.Name == name {
+				return Write{}, fmt.Errorf("%w: %q ran for job %s at %s", ErrEffectApplied, name, id, r.At.Format(time.RFC3339Nano))
+			}
 		}
 		w := bump(def, &cur, now)
+		if err := ef.Run(ctx, w.Job); err != nil {
+			return Write{}, err
+		}
 		w.Effects = []EffectRecord{{Name: name, Actor: c.Actor, At: now}}
 		return w, nil
 	})

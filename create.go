@@ -127,7 +127,7 @@ func (e *Engine) Create(ctx context.Context, nj NewJob) (Created, error) {
 		if g := def.create.Guard; g != nil {
 			err := g(ctx, GuardInput{Job: job, Event: EventCreate, To: init.Name, Actor: nj.Actor, Args: nj.Args, Now: now})
 			if err != nil {
-				return nil, &TransitionError{JobID: id, Machine: def.name, Event: EventCreate, Err: ErrGuardRefused, Cause: err}
+				return nil, &TransitionError{Machine: def.name, Event: EventCreate, Err: ErrGuardRefused, Cause: err}
 			}
 		}
 		if fx := def.create.Effect; fx != nil {

@@ -113,6 +113,8 @@ type EffectSpec struct {
 	Guard     Guard
 	GuardName string
 	Run       EffectFunc
+	// RunName names Run in the JSON form. Optional.
+	RunName string
 }
 
 // Definition is a validated, immutable machine: a Spec that passed every
@@ -144,8 +146,8 @@ type edge struct {
 }
 
 // ruleEffects runs the effects of the rules behind recs, in order, each
-// with the job as the write leaves it.
-func (d *Definition) ruleEffects(ctx context.Context, job Job, recs []Transition) error {
+// with the job as the write leaves it and the firing in its context.
+func (d *Definition) ruleEffects(ctx context.Context, job Job, recs []Transition, args any) error {
 	for _, t := range recs {
 		si := d.stateIndex(t.From)
 		if si < 0 {
@@ -156,7 +158,7 @@ func (d *Definition) ruleEffects(ctx context.Context, job Job, recs []Transition
 				continue
 			}
 			if fx := d.rules[e.rule].Effect; fx != nil {
-				if err := fx(ctx, job); err != nil {
+				if err := fx(context.WithValue(ctx, firingKey{}, Firing{Transition: t, Args: args}), job); err != nil {
 					return err
 				}
 			}
@@ -164,6 +166,22 @@ func (d *Definition) ruleEffects(ctx context.Context, job Job, recs []Transition
 		}
 	}
 	return nil
+}
+
+// Firing is what made a rule's effect run: the transition being written
+// (its event, actor, reason, execution, time) and the caller's arguments.
+type Firing struct {
+	Transition Transition
+	Args       any
+}
+
+type firingKey struct{}
+
+// FiringOf returns the firing that a rule's effect runs for, from the
+// context the effect receives; false outside a rule effect.
+func FiringOf(ctx context.Context) (Firing, bool) {
+	f, ok := ctx.Value(firingKey{}).(Firing)
+	return f, ok
 }
 
 // NewDefinition validates spec and returns the immutable Definition built

@@ -25,6 +25,8 @@ type Engine struct {
 	observers []Observer
 	newID     func() (uuid.UUID, error)
 	random    func() float64
+	// lazy is set when some machine expires its jobs lazily.
+	lazy bool
 }
 
 // Observer is told of every committed transition, after the write, in
@@ -110,6 +112,9 @@ func New(store Store, opts ...Option) (*Engine, error) {
 			return nil, err
 		}
 	}
+	for _, d := range e.machines {
+		e.lazy = e.lazy || d.policy.LazyExpiry
+	}
 	return e, nil
 }
 
@@ -174,7 +179,9 @@ func (e *Engine) Executions(ctx context.Context, id uuid.UUID) ([]Execution, err
 // may be fired here or through Cancel.
 //
 // Moving a job out of its active states aborts its live executions: their
-// holders' next lease operation fails. A job whose execution has committed
+// holders' next lease operation fails. A move between active states belongs
+// to the lease holder and is refused here (ErrInvalidArgument): use
+// Engine.Advance with the lease. A job whose execution has committed
 // can only be finished (Engine.Finish); other moves out of its active
 // states are refused with a *CommitError.
 //
@@ -188,7 +195,7 @@ func (e *Engine) Fire(ctx context.Context, id uuid.UUID, ev Event, c Call) (Job,
 	if IsLifecycle(ev) {
 		return Job{}, fmt.Errorf("%w: event %q is fired by the engine's own operations, not by Fire", ErrInvalidArgument, ev)
 	}
-	return e.update(ctx, id, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	return e.update(ctx, id, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
 		if def.policy.DerivedState {
 			return Write{}, fmt.Errorf("%w: machine %q derives its state from its executions; it has no user events", ErrInvalidArgument, def.name)
 		}
@@ -215,6 +222,9 @@ func (e *Engine) move(ctx context.Context, def *Definition, cur *Snapshot, ev Ev
 	})
 	if err != nil {
 		return Write{}, err
+	}
+	if exec == uuid.Nil && cur.Job.Kind == KindActive && next.Kind == KindActive && cur.Job.Leases > 0 {
+		return Write{}, fmt.Errorf("%w: job %s is held under a lease: a move between its active states (%q to %q) is the lease holder's, through Engine.Advance", ErrInvalidArgument, cur.Job.ID, cur.Job.State, next.State)
 	}
 	w := Write{Job: next, Transitions: []Transition{rec}}
 	if next.Leases > 0 && !def.leasesSurvive(&next) {
@@ -319,18 +329,34 @@ func (d *Definition) wakeAt(job *Job) time.Time {
 	return t
 }
 
-// update runs one atomic engine operation on a job and tells the observers.
-func (e *Engine) update(ctx context.Context, id uuid.UUID, fn opFunc) (Job, error) {
+// update runs one atomic engine operation on a job and tells the
+// observers. args are the caller's arguments, shown to rule effects. On an
+// engine with a lazily expiring machine, a job found past its deadline is
+// expired first, in its own write, so that no operation acts on an overdue
+// job as if it were still live.
+func (e *Engine) update(ctx context.Context, id uuid.UUID, args any, fn opFunc) (Job, error) {
+	if e.lazy {
+		if job, err := e.store.Get(ctx, id); err == nil {
+			if _, err := e.expireOnRead(ctx, job); err != nil {
+				return Job{}, err
+			}
+		}
+	}
+	return e.run(ctx, id, args, fn)
+}
+
+// run is update without the lazy expiry.
+func (e *Engine) run(ctx context.Context, id uuid.UUID, args any, fn opFunc) (Job, error) {
 	if len(e.observers) == 0 {
 		// Nothing to tell: the closure captures no result, saving an
 		// allocation on the hot path.
 		return e.store.Update(ctx, id, func(ctx context.Context, cur Snapshot) (Write, error) {
-			return e.apply(ctx, cur, fn)
+			return e.apply(ctx, cur, args, fn)
 		})
 	}
 	var recs []Transition
 	job, err := e.store.Update(ctx, id, func(ctx context.Context, cur Snapshot) (Write, error) {
-		w, err := e.apply(ctx, cur, fn)
+		w, err := e.apply(ctx, cur, args, fn)
 		recs = w.Transitions
 		return w, err
 	})
@@ -346,7 +372,7 @@ type opFunc func(ctx context.Context, def *Definition, cur Snapshot, now time.Ti
 
 // apply runs fn on the job's machine, then the effects of the rules it
 // fired.
-func (e *Engine) apply(ctx context.Context, cur Snapshot, fn opFunc) (Write, error) {
+func (e *Engine) apply(ctx context.Context, cur Snapshot, args any, fn opFunc) (Write, error) {
 	def, err := e.machine(cur.Job.Machine)
 	if err != nil {
 		return Write{}, err
@@ -355,7 +381,7 @@ func (e *Engine) apply(ctx context.Context, cur Snapshot, fn opFunc) (Write, err
 	if err != nil {
 		return Write{}, err
 	}
-	if err := def.ruleEffects(ctx, w.Job, w.Transitions); err != nil {
+	if err := def.ruleEffects(ctx, w.Job, w.Transitions, args); err != nil {
 		return Write{}, err
 	}
 	return w, nil

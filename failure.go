@@ -28,7 +28,7 @@ func (e *Engine) Fail(ctx context.Context, lease Lease, cause error) (Job, error
 	if cause == nil {
 		return Job{}, fmt.Errorf("%w: Fail needs an error", ErrInvalidArgument)
 	}
-	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
 		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
@@ -49,7 +49,7 @@ func (e *Engine) Snooze(ctx context.Context, lease Lease, d time.Duration) (Job,
 	if d < 0 {
 		return Job{}, fmt.Errorf("%w: negative snooze %s", ErrInvalidArgument, d)
 	}
-	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
 		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err

@@ -11,9 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-	"unsafe"
 )
 
 // Registry resolves the names a JSON definition uses for code: guards (of
@@ -85,12 +83,9 @@ func ParseSpec(data []byte, reg Registry) (Spec, error) {
 		// it rather than trust a partial decode.
 		return Spec{}, &DefinitionError{Machine: name, Problems: []string{jsonProblem(err)}}
 	}
-	spec, resolved := js.spec(reg, &p)
+	spec := js.spec(reg, &p)
 	if len(p.list) > 0 {
 		return Spec{}, &DefinitionError{Machine: js.Name, Problems: p.list}
-	}
-	for _, r := range resolved {
-		resolvedNames.remember(r.key, r.name, r.fn)
 	}
 	return spec, nil
 }
@@ -109,10 +104,8 @@ func ParseDefinition(data []byte, reg Registry) (*Definition, error) {
 // MarshalSpec writes s in the JSON form that ParseSpec reads, naming code
 // by name: a rule's guard and effect by Rule.GuardName and
 // Rule.EffectName, creation's by CreateSpec.GuardName and EffectName, a
-// once-only effect's guard by EffectSpec.GuardName. A classifier
-// (Policy.Classify) and a once-only effect's Run are written by the
-// registry name under which ParseSpec resolved that very function value in
-// this process, since Policy and EffectSpec have no field for a name.
+// once-only effect's guard and Run by EffectSpec.GuardName and RunName, the
+// classifier by Policy.ClassifyName.
 // Zero values are left out, durations are written as Go duration strings,
 // kinds by name. ParseSpec of the result, with a registry resolving the
 // same names to the same functions, gives back a Spec equal to s, except
@@ -224,17 +217,9 @@ type effectJSON struct {
 	Run   string   `json:"run,omitempty"`
 }
 
-// resolvedFn is a classifier or effect function ParseSpec resolved by name.
-type resolvedFn struct {
-	key  fnKey
-	name string
-	fn   any
-}
-
 // spec converts the decoded form, resolving names through reg; problems
 // go to p.
-func (js *specJSON) spec(reg Registry, p *problems) (Spec, []resolvedFn) {
-	var resolved []resolvedFn
+func (js *specJSON) spec(reg Registry, p *problems) Spec {
 	s := Spec{Name: js.Name, Initial: State(js.Initial)}
 	for i, st := range js.States {
 		ss := StateSpec{Name: State(st.Name), Outcome: Outcome(st.Outcome), Description: st.Description}
@@ -269,11 +254,7 @@ func (js *specJSON) spec(reg Registry, p *problems) (Spec, []resolvedFn) {
 			}
 		}
 		if pj.Classify != "" {
-			c, name := lookup(reg.Classifiers, "classifier", "policy.classify", pj.Classify, p)
-			if c != nil {
-				pol.Classify = c
-				resolved = append(resolved, resolvedFn{fnKey{'c', funcID(c)}, name, c})
-			}
+			pol.Classify, pol.ClassifyName = lookup(reg.Classifiers, "classifier", "policy.classify", pj.Classify, p)
 		}
 		pol.FailOnLeaseLoss = pj.FailOnLeaseLoss
 		pol.LazyExpiry = pj.LazyExpiry
@@ -296,15 +277,11 @@ func (js *specJSON) spec(reg Registry, p *problems) (Spec, []resolvedFn) {
 			run = ej.Name // "run" defaults to the effect's own name
 		}
 		if run != "" {
-			fn, name := lookup(reg.Effects, "effect", path+".run", run, p)
-			if fn != nil {
-				ef.Run = fn
-				resolved = append(resolved, resolvedFn{fnKey{'e', funcID(fn)}, name, fn})
-			}
+			ef.Run, ef.RunName = lookup(reg.Effects, "effect", path+".run", run, p)
 		}
 		s.Effects = append(s.Effects, ef)
 	}
-	return s, resolved
+	return s
 }
 
 // toStates converts a list of names; an empty list is nil, as absent.
@@ -519,13 +496,7 @@ func specToJSON(s Spec) (*specJSON, error) {
 			In:    fromStates(ef.In),
 			Guard: named(ef.Guard == nil, ef.GuardName, "Guard", "GuardName", path+".guard", &p),
 		}
-		if ef.Run != nil {
-			name, ok := resolvedNames.lookup(fnKey{'e', funcID(ef.Run)})
-			if !ok {
-				p.add("%s.run: the Run function has no name to write: EffectSpec has no field for one, and ParseSpec did not resolve this function", path)
-			}
-			ej.Run = name
-		}
+		ej.Run = named(ef.Run == nil, ef.RunName, "Run", "RunName", path+".run", &p)
 		js.Effects = append(js.Effects, ej)
 	}
 	if len(p.list) > 0 {
@@ -554,13 +525,7 @@ func policyToJSON(pol Policy, p *problems) *policyJSON {
 			}
 		}
 	}
-	if pol.Classify != nil {
-		name, ok := resolvedNames.lookup(fnKey{'c', funcID(pol.Classify)})
-		if !ok {
-			p.add("policy.classify: the classifier has no name to write: Policy has no field for one, and ParseSpec did not resolve this function")
-		}
-		pj.Classify = name
-	}
+	pj.Classify = named(pol.Classify == nil, pol.ClassifyName, "Classify", "ClassifyName", "policy.classify", p)
 	if id := pol.Idempotency; id.Retention != 0 || len(id.ReleaseIn) > 0 {
 		pj.Idempotency = &idemJSON{Retention: durationText(id.Retention), ReleaseIn: fromStates(id.ReleaseIn)}
 	}
@@ -597,64 +562,4 @@ func durationText(d time.Duration) string {
 		return ""
 	}
 	return d.String()
-}
-
-// fnKey identifies one function value of one role: 'c' for a classifier,
-// 'e' for an effect Run.
-type fnKey struct {
-	role byte
-	id   uintptr
-}
-
-// funcID identifies a function value: the address of its closure record,
-// which every copy of the value shares and no other live function value
-// has. F must be a func type.
-func funcID[F any](fn F) uintptr {
-	return *(*uintptr)(unsafe.Pointer(&fn))
-}
-
-// fnNames remembers the registry names ParseSpec resolved classifiers and
-// effect Run functions by. Each entry keeps its function alive, so its
-// closure address cannot be reused by another function.
-type fnNames struct {
-	mu sync.Mutex
-	m  map[fnKey]*fnName
-}
-
-type fnName struct {
-	names []string // sorted, without repeats
-	keep  any
-}
-
-var resolvedNames fnNames
-
-func (n *fnNames) remember(k fnKey, name string, fn any) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.m == nil {
-		n.m = make(map[fnKey]*fnName)
-	}
-	e := n.m[k]
-	if e == nil {
-		e = &fnName{keep: fn}
-		n.m[k] = e
-	}
-	i := sort.SearchStrings(e.names, name)
-	if i < len(e.names) && e.names[i] == name {
-		return
-	}
-	e.names = append(e.names, "")
-	copy(e.names[i+1:], e.names[i:])
-	e.names[i] = name
-}
-
-// lookup returns the name a function was resolved by: when several names
-// resolved the same function, the first in sort order.
-func (n *fnNames) lookup(k fnKey) (string, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if e := n.m[k]; e != nil && len(e.names) > 0 {
-		return e.names[0], true
-	}
-	return "", false
 }

@@ -85,7 +85,8 @@ type Claimed struct {
 // Claim atomically takes the next due ready job of req.Machine, in claim
 // order (not-before, then priority, then age), moves it by its claim rule
 // and starts an execution with a lease. Jobs whose claim guard refuses this
-// worker are passed over. ErrNoJob when nothing can be claimed now.
+// worker, and jobs past a deadline their state can expire at (left for the
+// sweep), are passed over. ErrNoJob when nothing can be claimed now.
 // Other errors: ErrUnknownMachine, ErrInvalidArgument (empty worker,
 // negative TTL).
 func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
@@ -105,7 +106,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 		if err != nil {
 			return Write{}, errors.Join(ErrSkip, err)
 		}
-		if err := def.ruleEffects(ctx, w.Job, w.Transitions); err != nil {
+		if err := def.ruleEffects(ctx, w.Job, w.Transitions, req.Args); err != nil {
 			return Write{}, err
 		}
 		lease, recs = l, w.Transitions
@@ -119,12 +120,15 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 }
 
 // ClaimJob claims one named job (seed 003: a worker claims a specific
-// bounty). Errors: ErrNotFound; ErrNotClaimable when the job is not ready,
-// not yet due, or at its limit of live executions; a *TransitionError when
-// the claim rule's guard refuses; ErrInvalidArgument.
+// bounty). Errors: ErrNotFound; ErrNotClaimable when the job is not ready
+// (wrapping ErrTerminal or ErrInvalidTransition too when the job is
+// terminal or its state has no claim rule), not yet due, past a deadline
+// it can expire at, or at its limit of live executions; a
+// *TransitionError when the claim rule's guard refuses;
+// ErrInvalidArgument.
 func (e *Engine) ClaimJob(ctx context.Context, id uuid.UUID, req ClaimRequest) (Claimed, error) {
 	var lease Lease
-	job, err := e.update(ctx, id, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	job, err := e.update(ctx, id, req.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
 		ttl, err := leaseTTL(def, req)
 		if err != nil {
 			return Write{}, err
@@ -156,8 +160,14 @@ func leaseTTL(def *Definition, req ClaimRequest) (time.Duration, error) {
 func (e *Engine) claim(ctx context.Context, def *Definition, cur *Snapshot, req ClaimRequest, ttl time.Duration, now time.Time) (Write, Lease, error) {
 	job := &cur.Job
 	switch {
+	case job.Kind == KindTerminal:
+		return Write{}, Lease{}, fmt.Errorf("%w: %w", ErrNotClaimable, def.refuse(job, EventClaim, ErrTerminal, nil))
+	case !def.Can(job.State, EventClaim):
+		return Write{}, Lease{}, fmt.Errorf("%w: %w", ErrNotClaimable, def.refuse(job, EventClaim, ErrInvalidTransition, nil))
 	case job.Kind != KindReady:
 		return Write{}, Lease{}, fmt.Errorf("%w: job %s is in %s state %q", ErrNotClaimable, job.ID, job.Kind, job.State)
+	case !job.Deadline.IsZero() && !now.Before(job.Deadline) && def.Can(job.State, EventExpire):
+		return Write{}, Lease{}, fmt.Errorf("%w: job %s passed its deadline %s", ErrNotClaimable, job.ID, job.Deadline.Format(time.RFC3339Nano))
 	case job.NotBefore.After(now):
 		return Write{}, Lease{}, fmt.Errorf("%w: job %s is not due before %s", ErrNotClaimable, job.ID, job.NotBefore.Format(time.RFC3339Nano))
 	case job.Leases >= def.policy.MaxExecutions:
@@ -216,7 +226,7 @@ func leased(cur *Snapshot, lease Lease, now time.Time) (*Execution, error) {
 // ErrCancelled if the job was cancelled), a *CommitError if another
 // execution committed, ErrNotFound.
 func (e *Engine) Heartbeat(ctx context.Context, lease Lease) (Lease, error) {
-	_, err := e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	_, err := e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
 		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
@@ -240,13 +250,13 @@ func (e *Engine) Heartbeat(ctx context.Context, lease Lease) (Lease, error) {
 // is optional (Commit accepts a LEASED execution) but tells a sweep that
 // finds the lease expired that work had begun. Errors as for Heartbeat.
 func (e *Engine) Start(ctx context.Context, lease Lease) (Job, error) {
-	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
 		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
 		}
 		if x.Status != ExecLeased {
-			return Write{}, nil
+			return Write{Job: cur.Job}, nil
 		}
 		y := *x
 		y.Status, y.StartedAt = ExecInProgress, now
@@ -274,7 +284,7 @@ func (e *Engine) Advance(ctx context.Context, lease Lease, ev Event, c Call) (Jo
 	if IsLifecycle(ev) || ev == "" {
 		return Job{}, fmt.Errorf("%w: event %q cannot be fired through Advance", ErrInvalidArgument, ev)
 	}
-	return e.update(ctx, lease.JobID, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	return e.update(ctx, lease.JobID, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
 		if _, err := leased(&cur, lease, now); err != nil {
 			return Write{}, err
 		}

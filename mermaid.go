@@ -23,7 +23,11 @@ import (
 //     order (a rule with several From states gives one edge for each, in
 //     the order listed), labelled with the event and, when the rule has a
 //     GuardName, " [<GuardName>]", or " [guard]" when it has a Guard but no
-//     GuardName;
+//     GuardName, then, when the rule has an effect, " / <EffectName>" (or
+//     " / effect" when it has no EffectName);
+//   - for each once-only effect (Spec.Effects), a self-loop labelled
+//     "<name> (once)" and its guard on every state where it may run: an
+//     effect is not a state;
 //   - `<id> --> [*]` for every terminal state, in declaration order;
 //   - `class <id> <kind>` for every state in declaration order, and for a
 //     terminal state also `class <id> outcome_<outcome>`.
@@ -86,6 +90,12 @@ func (d *Definition) Mermaid() string {
 		case r.Guard != nil:
 			label += " [guard]"
 		}
+		switch {
+		case r.EffectName != "":
+			label += " / " + mermaidText(r.EffectName)
+		case r.Effect != nil:
+			label += " / effect"
+		}
 		label = strings.TrimSpace(label)
 		for _, f := range r.From {
 			from := d.mermaidIndex(f)
@@ -97,6 +107,21 @@ func (d *Definition) Mermaid() string {
 				b.WriteString(" : " + label)
 			}
 			b.WriteString("\n")
+		}
+	}
+	// Once-only effects change no state: a self-loop on each state where
+	// they may run (every state when they name none).
+	for _, ef := range d.effects {
+		label := mermaidText(ef.Name) + " (once)"
+		if ef.GuardName != "" {
+			label += " [" + mermaidText(ef.GuardName) + "]"
+		} else if ef.Guard != nil {
+			label += " [guard]"
+		}
+		for i, st := range d.states {
+			if len(ef.In) == 0 || containsState(ef.In, st.spec.Name) {
+				b.WriteString("    " + ids[i] + " --> " + ids[i] + " : " + label + "\n")
+			}
 		}
 	}
 	for i, st := range d.states {

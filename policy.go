@@ -23,6 +23,12 @@ type Policy struct {
 	// Classify gives a class to errors that carry none (see ClassOf). Nil
 	// means every unclassified error is retryable.
 	Classify Classifier
+	// ClassifyName names the classifier in the JSON form. Optional.
+	ClassifyName string
+	// RequireStart refuses a commit from an execution that was never
+	// started (Engine.Start): the execution must go LEASED → IN_PROGRESS →
+	// COMMITTED, as seed 002 allows, never LEASED → COMMITTED.
+	RequireStart bool
 	// FailOnLeaseLoss makes an expired lease a permanent failure of the job
 	// instead of a retryable one.
 	FailOnLeaseLoss bool

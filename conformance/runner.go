@@ -45,11 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) jobstate.Store) {
 
 // knownIssues maps the names of vectors the Go engine does not yet pass to
 // the engine defect each one exposes. It is empty when the engine conforms.
-var knownIssues = map[string]string{
-	"op_start_is_idempotent": "Engine.Start (lease.go) returns an empty Write when the execution is " +
-		"already IN_PROGRESS or COMMITTED; the store refuses it (a write for job 00000000-...), so a " +
-		"repeated Start fails with invalid_argument instead of succeeding without a change",
-}
+var knownIssues = map[string]string{}
 
 // RunVector replays one vector. Its definition is loaded with
 // jobstate.ParseDefinition and NewRegistry(); a vector whose definition

@@ -46,6 +46,13 @@ func RunEngine(t *testing.T, newStore NewStore) {
 		{"StuckView", testStuck},
 		{"DerivedStateFollowsExecutions", testDerived},
 		{"RuleEffects", testRuleEffects},
+		{"RuleEffectSeesItsFiring", testFiring},
+		{"LazyExpiryBeforeAnyOperation", testLazyExpiryEverywhere},
+		{"OverdueJobsAreNotClaimed", testOverdueNotClaimed},
+		{"SweepRequeuesThenExpires", testRequeueThenExpire},
+		{"FireCannotMoveALeasedJob", testFireNeedsLease},
+		{"RecoverWorkerAtStartUp", testRecoverWorker},
+		{"RequireStartBeforeCommit", testRequireStart},
 		{"StressWorkersCrashes", testStress},
 	}
 	for _, tc := range tests {
@@ -844,4 +851,155 @@ func testRuleEffects(t *testing.T, newStore NewStore) {
 	assert.Equal(t, int64(1), audits.get())
 	st := f.snapshot(j.ID)
 	assert.Equal(t, jobstate.ExecAborted, st.Execs[0].Status, "the rejected execution ends without a commit")
+}
+
+func testFiring(t *testing.T, newStore NewStore) {
+	var got []jobstate.Firing
+	spec := m.DocsSpec()
+	for i := range spec.Rules {
+		if spec.Rules[i].Event == m.Submit {
+			spec.Rules[i].Effect = func(ctx context.Context, j jobstate.Job) error {
+				f, ok := jobstate.FiringOf(ctx)
+				require.True(t, ok)
+				got = append(got, f)
+				return nil
+			}
+		}
+	}
+	f := newFixture(t, newStore, nil, spec)
+	j := f.create("docs", jobstate.NewJob{})
+	_, err := f.eng.Fire(f.ctx, j.ID, m.Submit, jobstate.Call{Actor: "alice", Reason: "ready", Args: 42})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "alice", got[0].Transition.Actor)
+	assert.Equal(t, "ready", got[0].Transition.Reason)
+	assert.Equal(t, m.Queued, got[0].Transition.To)
+	assert.Equal(t, 42, got[0].Args)
+	_, ok := jobstate.FiringOf(f.ctx)
+	assert.False(t, ok, "no firing outside a rule effect")
+}
+
+// testLazyExpiryEverywhere: on a lazily expiring machine, every operation
+// on an overdue job finds it expired, not only Get.
+func testLazyExpiryEverywhere(t *testing.T, newStore NewStore) {
+	var refunds counter
+	f := newFixture(t, newStore, nil, m.BountySpec(refunds.effect))
+	mk := func() (jobstate.Job, jobstate.Lease) {
+		j := f.create("bounty", jobstate.NewJob{Owner: "buyer", Deadline: f.clock.Now().Add(time.Minute)})
+		f.fire(j.ID, m.Fund, "buyer")
+		c, err := f.eng.ClaimJob(f.ctx, j.ID, jobstate.ClaimRequest{Worker: "w", TTL: time.Hour})
+		require.NoError(t, err)
+		return j, c.Lease
+	}
+	a, la := mk()
+	b, _ := mk()
+	c, _ := mk()
+	f.clock.Advance(time.Minute)
+	_, err := f.eng.Succeed(f.ctx, la, jobstate.CommitInput{})
+	assert.ErrorIs(t, err, jobstate.ErrLeaseLost, "a verdict after the deadline finds the bounty expired")
+	assert.Equal(t, m.Expired, f.get(a.ID).State)
+	_, err = f.eng.Cancel(f.ctx, b.ID, jobstate.Call{Actor: "buyer"})
+	assert.ErrorIs(t, err, jobstate.ErrTerminal)
+	assert.Equal(t, m.Expired, f.get(b.ID).State)
+	_, err = f.eng.ClaimJob(f.ctx, c.ID, jobstate.ClaimRequest{Worker: "w2"})
+	assert.ErrorIs(t, err, jobstate.ErrNotClaimable)
+	assert.Equal(t, m.Expired, f.get(c.ID).State)
+	_, err = f.eng.Apply(f.ctx, c.ID, "refund", jobstate.Call{Actor: "buyer"})
+	assert.NoError(t, err)
+}
+
+func testOverdueNotClaimed(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, m.DeliverySpec())
+	late := f.create("delivery", jobstate.NewJob{TTL: time.Minute})
+	f.clock.Advance(time.Second)
+	fresh := f.create("delivery", jobstate.NewJob{TTL: time.Hour})
+	f.clock.Advance(time.Minute)
+	c := f.claim("delivery", "w")
+	assert.Equal(t, fresh.ID, c.Job.ID, "the overdue job is passed over, left for the sweep")
+	_, err := f.eng.ClaimJob(f.ctx, late.ID, jobstate.ClaimRequest{Worker: "w"})
+	assert.ErrorIs(t, err, jobstate.ErrNotClaimable)
+	assert.Equal(t, 1, f.sweep().Expired)
+	assert.Equal(t, m.DExpired, f.get(late.ID).State)
+}
+
+func testRequeueThenExpire(t *testing.T, newStore NewStore) {
+	spec := m.DocsSpec()
+	spec.States = append(spec.States, jobstate.StateSpec{Name: "EXPIRED", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeExpired})
+	spec.Rules = append(spec.Rules, jobstate.Rule{From: []jobstate.State{m.Queued}, Event: jobstate.EventExpire, To: "EXPIRED"})
+	f := newFixture(t, newStore, nil, spec)
+	j := f.create("docs", jobstate.NewJob{TTL: 10 * time.Second})
+	f.fire(j.ID, m.Submit, "u")
+	c := f.claim("docs", "w")
+	_, err := f.eng.Fail(f.ctx, c.Lease, errors.New("timeout"))
+	require.NoError(t, err)
+	f.clock.Advance(time.Minute) // past the backoff and the deadline
+	r := f.sweep()
+	assert.Equal(t, 1, r.Requeued)
+	assert.Equal(t, 1, r.Expired, "requeued into a state that can expire, the job expires in the same sweep")
+	assert.Equal(t, jobstate.State("EXPIRED"), f.get(j.ID).State)
+}
+
+func testFireNeedsLease(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, m.DeliverySpec())
+	j := f.create("delivery", jobstate.NewJob{})
+	c := f.claim("delivery", "w1")
+	before := f.snapshot(j.ID)
+	_, err := f.eng.Fire(f.ctx, j.ID, m.StartDownload, jobstate.Call{Actor: "mallory"})
+	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
+	assert.Equal(t, before, f.snapshot(j.ID))
+	_, err = f.eng.Advance(f.ctx, c.Lease, m.StartDownload, jobstate.Call{})
+	assert.NoError(t, err, "the lease holder may")
+}
+
+func testRecoverWorker(t *testing.T, newStore NewStore) {
+	var fx counter
+	f := newFixture(t, newStore, nil, m.DerivedSpec(), m.BountySpec(fx.effect))
+	a := f.create("derived", jobstate.NewJob{})
+	f.create("derived", jobstate.NewJob{})
+	ca := f.claim("derived", "server-1")
+	cb := f.claim("derived", "server-1")
+	_, err := f.eng.Commit(f.ctx, cb.Lease, jobstate.CommitInput{Effect: fx.effect})
+	require.NoError(t, err)
+	b := f.create("bounty", jobstate.NewJob{Owner: "buyer"})
+	f.fire(b.ID, m.Fund, "buyer")
+	_, err = f.eng.ClaimJob(f.ctx, b.ID, jobstate.ClaimRequest{Worker: "server-1"})
+	require.NoError(t, err)
+	other, err := f.eng.ClaimJob(f.ctx, b.ID, jobstate.ClaimRequest{Worker: "server-2"})
+	require.NoError(t, err)
+
+	_, err = f.eng.RecoverWorker(f.ctx, "")
+	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
+	r, err := f.eng.RecoverWorker(f.ctx, "server-1") // leases still live: no waiting for them
+	require.NoError(t, err)
+	assert.Equal(t, 3, r.Jobs)
+	assert.Equal(t, 1, r.Finalized)
+	assert.Equal(t, 2, r.Aborted)
+	assert.Equal(t, m.Pending, f.get(a.ID).State)
+	assert.Equal(t, m.Succeeded, f.get(cb.Job.ID).State)
+	assert.Equal(t, int64(1), fx.get(), "finalized without re-applying the effect")
+	st := f.snapshot(b.ID)
+	assert.Equal(t, m.Funded, st.Job.State)
+	assert.Equal(t, 1, st.Job.Leases, "server-2's submission is untouched")
+	_, err = f.eng.Heartbeat(f.ctx, ca.Lease)
+	assert.ErrorIs(t, err, jobstate.ErrLeaseLost)
+	_, err = f.eng.Heartbeat(f.ctx, other.Lease)
+	assert.NoError(t, err)
+}
+
+func testRequireStart(t *testing.T, newStore NewStore) {
+	spec := m.DerivedSpec()
+	spec.Policy.RequireStart = true
+	f := newFixture(t, newStore, nil, spec)
+	f.create("derived", jobstate.NewJob{})
+	c := f.claim("derived", "w")
+	before := f.snapshot(c.Job.ID)
+	_, err := f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{})
+	assert.ErrorIs(t, err, jobstate.ErrInvalidTransition, "LEASED → COMMITTED is refused")
+	assert.Equal(t, before, f.snapshot(c.Job.ID))
+	_, err = f.eng.Start(f.ctx, c.Lease)
+	require.NoError(t, err)
+	_, err = f.eng.Start(f.ctx, c.Lease)
+	require.NoError(t, err, "a repeated start changes nothing and succeeds")
+	_, err = f.eng.Succeed(f.ctx, c.Lease, jobstate.CommitInput{})
+	assert.NoError(t, err)
 }

@@ -90,8 +90,16 @@ func (md *model) effect(_ context.Context, j jobstate.Job) error {
 	return nil
 }
 
-// do runs op, and if it fails checks that nothing changed anywhere.
+// do runs op, and if it fails checks that nothing changed anywhere. Jobs
+// are read through the engine first, so that lazy expiry, which any
+// operation on an overdue job applies first, has happened already.
 func (md *model) do(rt *rapid.T, name string, op func() error) {
+	for _, id := range md.ids {
+		if _, err := md.eng.Get(md.ctx, id); err != nil {
+			rt.Fatal(err)
+		}
+	}
+	md.check(rt)
 	before := md.loadAll()
 	err := op()
 	if err == nil {

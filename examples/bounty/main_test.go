@@ -876,16 +876,18 @@ func TestInvariants(t *testing.T) {
 		assert.Equal(t, Funded, w.snap(b.ID).Job.State, "no scheduler: nothing expires it until it is read")
 		assert.Equal(t, Expired, w.get(b.ID).State)
 	})
-	t.Run("10_verdict_before_any_read_still_resolves", func(t *testing.T) {
-		// Expiry is applied by a read, not by the verdict: as in the seed,
-		// whose oracle resolves a bounty still stored as funded, a pass
-		// that arrives after the deadline but before any read wins.
+	t.Run("10_verdict_after_the_deadline_finds_the_bounty_expired", func(t *testing.T) {
+		// Expiry is lazy, and every operation reads the bounty first: a
+		// pass that arrives after the deadline, even before any read,
+		// finds the bounty expired, and pays nothing.
 		w := newWorld(t)
 		b := w.fundedWith(terms(), epoch.Add(time.Minute))
 		s := w.submit(b.ID, "alice", pass)
 		w.clock.Advance(time.Minute + time.Second)
-		w.judge(s)
-		assert.Equal(t, Resolved, w.get(b.ID).State)
+		_, err := w.m.Judge(w.ctx, s)
+		assert.ErrorIs(t, err, jobstate.ErrLeaseLost)
+		assert.Equal(t, Expired, w.get(b.ID).State)
+		assert.Equal(t, int64(0), w.m.db.Balance("alice"), "no payout")
 	})
 	t.Run("11_refund_is_not_a_state", func(t *testing.T) {
 		w := newWorld(t)
