@@ -11,7 +11,7 @@
 // the store (leases, the commit boundary, retries, idempotency, recovery),
 // and the invariants of DESIGN §4 as property-based tests with
 // pgregory.net/rapid over random definitions and random operation
-// sequences.
+// sequences, and replays the language-neutral conformance vectors.
 package storetest
 
 import (
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/conformance"
 )
 
 // NewStore makes a fresh, empty store for one test. It may register
@@ -31,6 +32,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Concurrency", func(t *testing.T) { RunConcurrency(t, newStore) })
 	t.Run("Engine", func(t *testing.T) { RunEngine(t, newStore) })
 	t.Run("Properties", func(t *testing.T) { RunProperties(t, newStore) })
+	t.Run("Vectors", func(t *testing.T) { conformance.Run(t, newStore) })
 }
 
 // Epoch is the fake clock's starting time in every test of the suite.
