@@ -129,11 +129,7 @@ func finish(ctx context.Context, def *Definition, cur *Snapshot, x Execution, ac
 	next.LastError, next.ErrorClass = "", ClassNone
 	x.Status, x.FinishedAt = ExecDone, now
 	execs := []Execution{x}
-	for _, o := range abortLive(cur.Executions, now, fmt.Sprintf("execution %s won", x.ID)) {
-		if o.ID != x.ID {
-			execs = append(execs, o)
-		}
-	}
+	execs = append(execs, abortLive(cur.Executions, x.ID, now, func() string { return fmt.Sprintf("execution %s won", x.ID) })...)
 	w := Write{Job: next, Transitions: []Transition{rec}, Executions: execs}
 	def.settle(&w.Job, cur.Executions, w.Executions)
 	return w, nil

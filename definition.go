@@ -3,6 +3,7 @@ package jobstate
 import (
 	"context"
 	"time"
+	"unsafe"
 )
 
 // StateSpec declares one state of a machine.
@@ -122,6 +123,7 @@ type EffectSpec struct {
 type Definition struct {
 	name    string
 	states  []stateInfo
+	names   []State // the states' names, in order, for scanning
 	byName  map[State]int
 	rules   []Rule
 	start   int
@@ -198,8 +200,10 @@ func NewDefinition(spec Spec) (*Definition, error) {
 		policy: spec.Policy.withDefaults(),
 	}
 	d.states = make([]stateInfo, len(spec.States))
+	d.names = make([]State, len(spec.States))
 	for i, s := range spec.States {
 		d.states[i].spec = s
+		d.names[i] = s.Name
 		d.byName[s.Name] = i
 	}
 	d.rules = make([]Rule, len(spec.Rules))
@@ -308,13 +312,13 @@ func (d *Definition) Events(s State) []Event {
 	return out
 }
 
-// stateIndex finds a state. Small machines are scanned linearly: comparing
-// a handful of short strings (usually the very constants the table was
-// built from) beats hashing.
+// stateIndex finds a state. Small machines are scanned linearly over a
+// compact list of names: comparing a handful of short strings (usually the
+// very constants the table was built from) beats hashing.
 func (d *Definition) stateIndex(s State) int {
-	if len(d.states) <= 12 {
-		for i := range d.states {
-			if d.states[i].spec.Name == s {
+	if len(d.names) <= 12 {
+		for i, n := range d.names {
+			if sameString(string(n), string(s)) {
 				return i
 			}
 		}
@@ -335,6 +339,17 @@ func (d *Definition) ruleFor(si int, ev Event) int {
 		}
 	}
 	return -1
+}
+
+// sameString is a == b, with a shortcut for the common case of two headers
+// sharing one backing array (a job's state and event names are usually the
+// very constants the table was built from), which saves a call to the
+// runtime's comparison on the hot path.
+func sameString(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || unsafe.StringData(a) == unsafe.StringData(b) || a == b
 }
 
 func containsEvent(list []Event, ev Event) bool {

@@ -231,7 +231,7 @@ func (e *Engine) move(ctx context.Context, def *Definition, cur *Snapshot, ev Ev
 		if cur.Job.Committed != uuid.Nil && next.Outcome != OutcomeSucceeded {
 			return Write{}, &CommitError{JobID: cur.Job.ID, Winner: cur.Job.Committed}
 		}
-		w.Executions = abortLive(cur.Executions, now, fmt.Sprintf("job moved to %q by %q", next.State, ev))
+		w.Executions = abortLive(cur.Executions, uuid.Nil, now, func() string { return fmt.Sprintf("job moved to %q by %q", next.State, ev) })
 		if ev == EventCancel {
 			w.Job.CancelRequested = true
 		}
@@ -247,12 +247,17 @@ func (d *Definition) leasesSurvive(job *Job) bool {
 	return job.Kind == KindActive || (job.Kind == KindReady && d.policy.MaxExecutions > 1)
 }
 
-// abortLive returns the live executions of execs, aborted at now with the
-// given reason.
-func abortLive(execs []Execution, now time.Time, reason string) []Execution {
+// abortLive returns the uncommitted live executions of execs other than
+// except, aborted at now with the reason made by why (called only when
+// there is one to abort).
+func abortLive(execs []Execution, except uuid.UUID, now time.Time, why func() string) []Execution {
 	var out []Execution
+	var reason string
 	for _, x := range execs {
-		if x.Status == ExecLeased || x.Status == ExecInProgress {
+		if (x.Status == ExecLeased || x.Status == ExecInProgress) && x.ID != except {
+			if out == nil {
+				reason = why()
+			}
 			x.Status, x.FinishedAt, x.Error = ExecAborted, now, reason
 			out = append(out, x)
 		}

@@ -161,7 +161,7 @@ func (e *Engine) failure(ctx context.Context, def *Definition, cur *Snapshot, x 
 func finishWrite(def *Definition, cur *Snapshot, next Job, recs []Transition, ended []Execution, now time.Time) Write {
 	execs := ended
 	if !def.leasesSurvive(&next) {
-		for _, o := range abortLive(cur.Executions, now, fmt.Sprintf("job moved to %q", next.State)) {
+		for _, o := range abortLive(cur.Executions, uuid.Nil, now, func() string { return fmt.Sprintf("job moved to %q", next.State) }) {
 			if findExec(ended, o.ID) == nil {
 				execs = append(execs, o)
 			}

@@ -60,8 +60,8 @@ type Input struct {
 // guard's error) when every matching rule's guard refused;
 // ErrInvalidArgument when the job belongs to another machine or is in a
 // state the machine does not declare. On error *job is left unchanged.
-func (d *Definition) Step(ctx context.Context, job *Job, in Input) (Transition, error) {
-	if job.Machine != d.name {
+func (d *Definition) Step(ctx context.Context, job *Job, in Input) (rec Transition, err error) {
+	if !sameString(job.Machine, d.name) {
 		return Transition{}, fmt.Errorf("%w: job %s runs on machine %q, not %q", ErrInvalidArgument, job.ID, job.Machine, d.name)
 	}
 	si := d.stateIndex(job.State)
@@ -75,7 +75,8 @@ func (d *Definition) Step(ctx context.Context, job *Job, in Input) (Transition, 
 	if err != nil {
 		return Transition{}, err
 	}
-	return d.advance(job, e, &in), nil
+	d.advance(job, e, &in, &rec)
+	return rec, nil
 }
 
 // next steps a copy of job and returns it with the record.
@@ -92,7 +93,7 @@ func (d *Definition) pick(ctx context.Context, job *Job, si int, in *Input) (*ed
 	out := d.states[si].out
 	for i := range out {
 		e := &out[i]
-		if e.event != in.Event {
+		if !sameString(string(e.event), string(in.Event)) {
 			continue
 		}
 		if e.guard == nil {
@@ -114,8 +115,8 @@ func (d *Definition) pick(ctx context.Context, job *Job, si int, in *Input) (*ed
 	return nil, d.refuse(job, in.Event, ErrGuardRefused, refusal)
 }
 
-// advance applies edge e, known to fire, to job.
-func (d *Definition) advance(job *Job, e *edge, in *Input) Transition {
+// advance applies edge e, known to fire, to job and fills rec.
+func (d *Definition) advance(job *Job, e *edge, in *Input, rec *Transition) {
 	to := &d.states[e.to].spec
 	from := job.State
 	job.State, job.Kind, job.Outcome = to.Name, to.Kind, to.Outcome
@@ -129,7 +130,7 @@ func (d *Definition) advance(job *Job, e *edge, in *Input) Transition {
 	case KindTerminal:
 		job.CompletedAt = in.Now
 	}
-	return Transition{
+	*rec = Transition{
 		JobID: job.ID, Version: job.Version, From: from, Event: in.Event, To: to.Name,
 		Actor: in.Actor, Reason: in.Reason, ExecID: in.ExecID, At: in.Now,
 	}

@@ -111,55 +111,70 @@ func (h *heap) down(i int) bool {
 // entry it fails for every later one, so whole subtrees are skipped. The
 // cost is O(k log k) for k entries looked at.
 func (h *heap) walk(visit func(e *entry) bool, in func(e *entry) bool) {
-	if len(h.items) == 0 {
+	if len(h.items) == 0 || !in(h.items[0]) {
+		return
+	}
+	// The root is the first entry in heap order: most walks stop there.
+	if !visit(h.items[0]) {
 		return
 	}
 	// frontier is a small min-heap of indices into h.items.
-	frontier := make([]int, 0, 16)
-	lessIdx := func(a, b int) bool { return h.less(h.items[a], h.items[b]) }
-	push := func(i int) {
-		if i >= len(h.items) || !in(h.items[i]) {
-			return
-		}
-		frontier = append(frontier, i)
-		for c := len(frontier) - 1; c > 0; {
-			p := (c - 1) / 2
-			if !lessIdx(frontier[c], frontier[p]) {
-				break
-			}
-			frontier[c], frontier[p] = frontier[p], frontier[c]
-			c = p
-		}
-	}
-	pop := func() int {
-		top := frontier[0]
-		last := len(frontier) - 1
-		frontier[0] = frontier[last]
-		frontier = frontier[:last]
-		for c := 0; ; {
-			l := 2*c + 1
-			if l >= len(frontier) {
-				break
-			}
-			m := l
-			if r := l + 1; r < len(frontier) && lessIdx(frontier[r], frontier[l]) {
-				m = r
-			}
-			if !lessIdx(frontier[m], frontier[c]) {
-				break
-			}
-			frontier[c], frontier[m] = frontier[m], frontier[c]
-			c = m
-		}
-		return top
-	}
-	push(0)
-	for len(frontier) > 0 {
-		i := pop()
+	var buf [32]int
+	f := frontier{h: h, idx: buf[:0]}
+	f.push(1, in)
+	f.push(2, in)
+	for len(f.idx) > 0 {
+		i := f.pop()
 		if !visit(h.items[i]) {
 			return
 		}
-		push(2*i + 1)
-		push(2*i + 2)
+		f.push(2*i+1, in)
+		f.push(2*i+2, in)
 	}
+}
+
+// frontier is the min-heap of candidate positions of a walk.
+type frontier struct {
+	h   *heap
+	idx []int
+}
+
+func (f *frontier) less(a, b int) bool { return f.h.less(f.h.items[a], f.h.items[b]) }
+
+func (f *frontier) push(i int, in func(e *entry) bool) {
+	if i >= len(f.h.items) || !in(f.h.items[i]) {
+		return
+	}
+	f.idx = append(f.idx, i)
+	for c := len(f.idx) - 1; c > 0; {
+		p := (c - 1) / 2
+		if !f.less(f.idx[c], f.idx[p]) {
+			break
+		}
+		f.idx[c], f.idx[p] = f.idx[p], f.idx[c]
+		c = p
+	}
+}
+
+func (f *frontier) pop() int {
+	top := f.idx[0]
+	last := len(f.idx) - 1
+	f.idx[0] = f.idx[last]
+	f.idx = f.idx[:last]
+	for c := 0; ; {
+		l := 2*c + 1
+		if l >= len(f.idx) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(f.idx) && f.less(f.idx[r], f.idx[l]) {
+			m = r
+		}
+		if !f.less(f.idx[m], f.idx[c]) {
+			break
+		}
+		f.idx[c], f.idx[m] = f.idx[m], f.idx[c]
+		c = m
+	}
+	return top
 }

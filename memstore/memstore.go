@@ -36,6 +36,7 @@ type Store struct {
 	ready  map[string]*heap
 	wake   *heap
 	leased map[*entry]struct{}
+	log    historyLog
 
 	seed     maphash.Seed
 	keyLocks [64]sync.Mutex
@@ -43,15 +44,39 @@ type Store struct {
 
 type keyID struct{ machine, key string }
 
-// historyCap is the history capacity a new job starts with.
-const historyCap = 4
+// logChunk is how many transition records one chunk of the store's
+// history log holds.
+const logChunk = 1024
+
+// historyLog holds every job's transition records, appended in chunks
+// that are never moved: a job keeps only the positions of its records, so
+// a growing history costs a few bytes per record, not a reallocation of
+// the records themselves.
+type historyLog struct {
+	chunks [][]jobstate.Transition
+	n      int
+}
+
+func (l *historyLog) add(t jobstate.Transition) int {
+	if l.n%logChunk == 0 {
+		l.chunks = append(l.chunks, make([]jobstate.Transition, 0, logChunk))
+	}
+	c := &l.chunks[len(l.chunks)-1]
+	*c = append(*c, t)
+	l.n++
+	return l.n - 1
+}
+
+func (l *historyLog) at(pos int) *jobstate.Transition {
+	return &l.chunks[pos/logChunk][pos%logChunk]
+}
 
 // entry is one job with everything stored beside it.
 type entry struct {
 	lock    sync.Mutex // held for the whole of an Update or Create
 	job     jobstate.Job
 	execs   []jobstate.Execution
-	history []jobstate.Transition
+	history []int // positions in the store's history log
 	effects []jobstate.EffectRecord
 	// positions in the ready heap of the job's machine and the wake heap;
 	// -1 when absent.
@@ -129,7 +154,11 @@ func (s *Store) History(ctx context.Context, id uuid.UUID) ([]jobstate.Transitio
 	if e == nil {
 		return nil, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
 	}
-	return append([]jobstate.Transition(nil), e.history...), nil
+	out := make([]jobstate.Transition, len(e.history))
+	for i, pos := range e.history {
+		out[i] = *s.log.at(pos)
+	}
+	return out, nil
 }
 
 // Effects implements jobstate.Store.
@@ -198,9 +227,6 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 	}
 	e := &entry{readyAt: -1, wakeAt: -1}
 	e.job = w.Job
-	// Most lifecycles record a handful of transitions: room for them now
-	// saves the first few reallocations.
-	e.history = append(make([]jobstate.Transition, 0, max(len(w.Transitions), historyCap)), w.Transitions...)
 	e.execs = append(e.execs, w.Executions...)
 	e.effects = append(e.effects, w.Effects...)
 	s.mu.Lock()
@@ -209,6 +235,7 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 		return jobstate.Job{}, false, fmt.Errorf("%w: %s", jobstate.ErrDuplicateJob, w.Job.ID)
 	}
 	s.jobs[w.Job.ID] = e
+	s.record(e, w.Transitions)
 	if key != "" {
 		s.keys[keyID{machine, key}] = e
 	}
@@ -263,7 +290,7 @@ func (s *Store) run(ctx context.Context, e *entry, fn jobstate.UpdateFunc) (jobs
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e.job = w.Job
-	e.history = append(e.history, w.Transitions...)
+	s.record(e, w.Transitions)
 	for _, x := range w.Executions {
 		if i := execIndex(e.execs, x.ID); i >= 0 {
 			e.execs[i] = x
@@ -346,6 +373,13 @@ func execIndex(list []jobstate.Execution, id uuid.UUID) int {
 	return -1
 }
 
+// record appends recs to e's history. Caller holds mu.
+func (s *Store) record(e *entry, recs []jobstate.Transition) {
+	for _, t := range recs {
+		e.history = append(e.history, s.log.add(t))
+	}
+}
+
 // reindex puts e where its job belongs in the ready heap, the wake heap
 // and the leased set. Caller holds mu.
 func (s *Store) reindex(e *entry) {
@@ -368,7 +402,7 @@ func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstat
 	if fn == nil {
 		return jobstate.Job{}, fmt.Errorf("%w: nil claim function", jobstate.ErrInvalidArgument)
 	}
-	passed := make(map[*entry]bool)
+	var passed map[*entry]bool // made on the first skip
 	for offers := 0; q.Limit <= 0 || offers < q.Limit; offers++ {
 		if err := ctx.Err(); err != nil {
 			return jobstate.Job{}, err
@@ -385,6 +419,9 @@ func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstat
 		}
 		if !errors.Is(err, jobstate.ErrSkip) {
 			return jobstate.Job{}, err
+		}
+		if passed == nil {
+			passed = make(map[*entry]bool)
 		}
 		passed[e] = true
 	}
