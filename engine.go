@@ -413,6 +413,20 @@ func (e *Engine) expireOnRead(ctx context.Context, job Job) (Job, error) {
 	return e.expire(ctx, job.ID)
 }
 
+// Prune deletes up to limit (all when limit <= 0) terminal jobs completed
+// more than olderThan ago, if the store offers the Pruner capability
+// (ErrUnsupported otherwise). It returns how many were deleted.
+func (e *Engine) Prune(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
+	p, ok := e.store.(Pruner)
+	if !ok {
+		return 0, ErrUnsupported
+	}
+	if olderThan < 0 {
+		return 0, fmt.Errorf("%w: negative age %s", ErrInvalidArgument, olderThan)
+	}
+	return p.Prune(ctx, e.clock.Now().Add(-olderThan), limit)
+}
+
 // Counts returns the number of jobs of machine per state, if the store
 // offers the Counter capability (ErrUnsupported otherwise).
 func (e *Engine) Counts(ctx context.Context, machine string) (map[State]int, error) {

@@ -162,5 +162,17 @@ type Counter interface {
 	Count(ctx context.Context, machine string) (map[State]int, error)
 }
 
+// Pruner is an optional Store capability: forgetting finished jobs, so
+// that a long-running store does not grow without bound.
+type Pruner interface {
+	// Prune deletes up to limit (all when limit <= 0) terminal jobs whose
+	// CompletedAt is before the given time, with their executions,
+	// history, effects and idempotency keys, and returns how many it
+	// deleted. A deleted job is ErrNotFound afterwards, and its key, if it
+	// still held one, is free. Jobs that are not terminal are never
+	// deleted.
+	Prune(ctx context.Context, completedBefore time.Time, limit int) (int, error)
+}
+
 // ErrUnsupported: the store lacks an optional capability.
 var ErrUnsupported = errors.New("jobstate: not supported by this store")

@@ -52,19 +52,36 @@ const logChunk = 1024
 // that are never moved: a job keeps only the positions of its records, so
 // a growing history costs a few bytes per record, not a reallocation of
 // the records themselves.
+//
+// Pruned jobs' records are cleared, and a chunk whose records are all
+// cleared is released.
 type historyLog struct {
 	chunks [][]jobstate.Transition
+	live   []int // records not yet cleared, per chunk
 	n      int
 }
 
 func (l *historyLog) add(t jobstate.Transition) int {
 	if l.n%logChunk == 0 {
 		l.chunks = append(l.chunks, make([]jobstate.Transition, 0, logChunk))
+		l.live = append(l.live, 0)
 	}
 	c := &l.chunks[len(l.chunks)-1]
 	*c = append(*c, t)
+	l.live[len(l.live)-1]++
 	l.n++
 	return l.n - 1
+}
+
+// clear forgets the record at pos, releasing its chunk once the chunk is
+// full and holds no record still needed.
+func (l *historyLog) clear(pos int) {
+	ci := pos / logChunk
+	l.chunks[ci][pos%logChunk] = jobstate.Transition{}
+	l.live[ci]--
+	if l.live[ci] == 0 && len(l.chunks[ci]) == logChunk {
+		l.chunks[ci] = nil
+	}
 }
 
 func (l *historyLog) at(pos int) *jobstate.Transition {
@@ -78,6 +95,8 @@ type entry struct {
 	execs   []jobstate.Execution
 	history []int // positions in the store's history log
 	effects []jobstate.EffectRecord
+	// gone is set, under lock, when the job is pruned.
+	gone bool
 	// positions in the ready heap of the job's machine and the wake heap;
 	// -1 when absent.
 	readyAt, wakeAt int
@@ -97,6 +116,7 @@ func New() *Store {
 
 var _ jobstate.Store = (*Store)(nil)
 var _ jobstate.Counter = (*Store)(nil)
+var _ jobstate.Pruner = (*Store)(nil)
 
 // Len returns the number of jobs stored.
 func (s *Store) Len() int {
@@ -192,6 +212,40 @@ func (s *Store) Count(ctx context.Context, machine string) (map[jobstate.State]i
 	return out, nil
 }
 
+// Prune implements jobstate.Pruner. It scans every job: O(n), meant to
+// run now and then.
+func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for id, e := range s.jobs {
+		if limit > 0 && n >= limit {
+			break
+		}
+		if !e.job.Terminal() || !e.job.CompletedAt.Before(before) || !e.lock.TryLock() {
+			continue // a locked job is being updated: it is not finished with
+		}
+		delete(s.jobs, id)
+		if k := (keyID{e.job.Machine, e.job.IdempotencyKey}); e.job.IdempotencyKey != "" && s.keys[k] == e {
+			delete(s.keys, k)
+		}
+		s.ready[e.job.Machine].set(e, false)
+		s.wake.set(e, false)
+		delete(s.leased, e)
+		for _, pos := range e.history {
+			s.log.clear(pos)
+		}
+		e.history, e.execs, e.effects = nil, nil, nil
+		e.gone = true
+		e.lock.Unlock()
+		n++
+	}
+	return n, nil
+}
+
 // Create implements jobstate.Store.
 func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.CreateFunc) (jobstate.Job, bool, error) {
 	if err := ctx.Err(); err != nil {
@@ -274,6 +328,9 @@ func (s *Store) Update(ctx context.Context, id uuid.UUID, fn jobstate.UpdateFunc
 // run calls fn on e, whose lock the caller holds, and applies its write.
 func (s *Store) run(ctx context.Context, e *entry, fn jobstate.UpdateFunc) (jobstate.Job, error) {
 	// e's data change only under e.lock, which we hold: no need for mu.
+	if e.gone {
+		return jobstate.Job{}, fmt.Errorf("%w: %s", jobstate.ErrNotFound, e.job.ID)
+	}
 	w, err := fn(ctx, jobstate.Snapshot{Job: e.job, Executions: e.execs, Effects: e.effects})
 	if err != nil {
 		return jobstate.Job{}, err

@@ -35,6 +35,7 @@ func RunContract(t *testing.T, newStore NewStore) {
 		{"Stale", testStale},
 		{"CancelledContext", testCancelledContext},
 		{"CounterIfOffered", testCounter},
+		{"PrunerIfOffered", testPruner},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -534,4 +535,54 @@ func testCounter(t *testing.T, s jobstate.Store) {
 	got, err = c.Count(ctx, "none")
 	require.NoError(t, err)
 	assert.Empty(t, got)
+}
+
+func testPruner(t *testing.T, s jobstate.Store) {
+	p, ok := s.(jobstate.Pruner)
+	if !ok {
+		t.Skip("the store does not offer jobstate.Pruner")
+	}
+	ctx := context.Background()
+	finish := func(j jobstate.Job, at time.Time) {
+		_, err := s.Update(ctx, j.ID, func(_ context.Context, cur jobstate.Snapshot) (jobstate.Write, error) {
+			w := next(cur.Job, "done", jobstate.KindTerminal)
+			w.Job.CompletedAt = at
+			return w, nil
+		})
+		require.NoError(t, err)
+	}
+	oldKeyed := mkJob(Epoch)
+	oldKeyed.IdempotencyKey = "k"
+	_, _, err := s.Create(ctx, "m", "k", func(context.Context, *jobstate.Job) (*jobstate.Write, error) { return creation(oldKeyed), nil })
+	require.NoError(t, err)
+	finish(oldKeyed, Epoch)
+	old := insert(t, s, mkJob(Epoch))
+	finish(old, Epoch.Add(time.Minute))
+	recent := insert(t, s, mkJob(Epoch))
+	finish(recent, Epoch.Add(time.Hour))
+	live := insert(t, s, mkJob(Epoch)) // not terminal
+
+	n, err := p.Prune(ctx, Epoch.Add(30*time.Minute), 1)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "limit bounds the deletions")
+	n, err = p.Prune(ctx, Epoch.Add(30*time.Minute), 0)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	for _, id := range []uuid.UUID{oldKeyed.ID, old.ID} {
+		_, err := s.Get(ctx, id)
+		assert.ErrorIs(t, err, jobstate.ErrNotFound)
+		_, err = s.History(ctx, id)
+		assert.ErrorIs(t, err, jobstate.ErrNotFound)
+		_, err = s.Update(ctx, id, func(_ context.Context, cur jobstate.Snapshot) (jobstate.Write, error) {
+			return jobstate.Write{Job: cur.Job}, nil
+		})
+		assert.ErrorIs(t, err, jobstate.ErrNotFound)
+	}
+	assert.Len(t, load(t, s, recent.ID).History, 2, "younger jobs and their history stay")
+	assert.Equal(t, int64(1), load(t, s, live.ID).Job.Version)
+	_, _, err = s.Create(ctx, "m", "k", func(_ context.Context, ex *jobstate.Job) (*jobstate.Write, error) {
+		assert.Nil(t, ex, "a pruned job's key is free")
+		return creation(mkJob(Epoch)), nil
+	})
+	require.NoError(t, err)
 }
