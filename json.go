@@ -181,6 +181,7 @@ type policyJSON struct {
 	MaxExecutions   int        `json:"max_executions,omitempty"`
 	Retry           *retryJSON `json:"retry,omitempty"`
 	Classify        string     `json:"classify,omitempty"`
+	RequireStart    bool       `json:"require_start,omitempty"`
 	FailOnLeaseLoss bool       `json:"fail_on_lease_loss,omitempty"`
 	LazyExpiry      bool       `json:"lazy_expiry,omitempty"`
 	DerivedState    bool       `json:"derived_state,omitempty"`
@@ -256,6 +257,7 @@ func (js *specJSON) spec(reg Registry, p *problems) Spec {
 		if pj.Classify != "" {
 			pol.Classify, pol.ClassifyName = lookup(reg.Classifiers, "classifier", "policy.classify", pj.Classify, p)
 		}
+		pol.RequireStart = pj.RequireStart
 		pol.FailOnLeaseLoss = pj.FailOnLeaseLoss
 		pol.LazyExpiry = pj.LazyExpiry
 		pol.DerivedState = pj.DerivedState
@@ -509,6 +511,7 @@ func policyToJSON(pol Policy, p *problems) *policyJSON {
 	pj := &policyJSON{
 		LeaseTTL:        durationText(pol.LeaseTTL),
 		MaxExecutions:   pol.MaxExecutions,
+		RequireStart:    pol.RequireStart,
 		FailOnLeaseLoss: pol.FailOnLeaseLoss,
 		LazyExpiry:      pol.LazyExpiry,
 		DerivedState:    pol.DerivedState,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +85,24 @@ func TestJSONRoundTripSeedMachines(t *testing.T) {
 		assert.Equal(t, spec, back, spec.Name)
 		_, err = jobstate.NewDefinition(back)
 		require.NoError(t, err, spec.Name)
+	}
+}
+
+// TestJSONRoundTripPolicyFlags sets each boolean policy field in turn, so
+// a flag the JSON form forgets is caught.
+func TestJSONRoundTripPolicyFlags(t *testing.T) {
+	typ := reflect.TypeOf(jobstate.Policy{})
+	for i := 0; i < typ.NumField(); i++ {
+		if typ.Field(i).Type.Kind() != reflect.Bool {
+			continue
+		}
+		spec := m.DocsSpec()
+		reflect.ValueOf(&spec.Policy).Elem().Field(i).SetBool(true)
+		out, err := jobstate.MarshalSpec(spec)
+		require.NoError(t, err)
+		back, err := jobstate.ParseSpec(out, jobstate.Registry{})
+		require.NoError(t, err)
+		assert.Equal(t, spec.Policy, back.Policy, typ.Field(i).Name)
 	}
 }
 

@@ -33,9 +33,9 @@ var (
 	// once-only effect should make this unreachable; the database refuses
 	// anyway, as its own constraint.
 	ErrAlreadyRefunded = errors.New("deposit already refunded")
-	// ErrNoRequest: a rule effect ran without the caller's request in its
-	// context (see withRequest).
-	ErrNoRequest = errors.New("no request in context")
+	// ErrNoFiring: a rule effect ran outside the engine's firing of its
+	// rule, so it has no call to read (see jobstate.FiringOf).
+	ErrNoFiring = errors.New("rule effect run outside a firing")
 )
 
 // Deposit is the buyer's on-chain funding of a bounty: the transaction and
@@ -172,39 +172,29 @@ func (db *DB) State() DBState {
 	return s
 }
 
-// requestKey is the context key of the caller's request.
-type requestKey struct{}
-
-// request is what a caller supplied that a rule effect must record. A rule
-// effect (jobstate.EffectFunc) is given only the job, not the call's actor
-// or arguments, so the example's endpoints hand them over in the context.
-type request struct {
-	actor   string
-	deposit Deposit
-}
-
-// withRequest returns ctx carrying r for the rule effects of the operation.
-func withRequest(ctx context.Context, r request) context.Context {
-	return context.WithValue(ctx, requestKey{}, r)
-}
-
-// requestFrom returns the request carried by ctx.
-func requestFrom(ctx context.Context) (request, error) {
-	r, ok := ctx.Value(requestKey{}).(request)
+// firing returns the firing a rule effect runs for: the transition being
+// written (with its actor) and the caller's arguments.
+func firing(ctx context.Context) (jobstate.Firing, error) {
+	f, ok := jobstate.FiringOf(ctx)
 	if !ok {
-		return request{}, ErrNoRequest
+		return jobstate.Firing{}, ErrNoFiring
 	}
-	return r, nil
+	return f, nil
 }
 
 // recordDeposit is T1's side effect, the effect of the fund rule: it
 // records deposit_tx_hash and depositor_address in escrow for the bounty,
 // refusing a transaction that already funded a bounty (the UNIQUE
-// constraint that prevents double funding).
+// constraint that prevents double funding). The deposit is the fund call's
+// argument, which the effect reads from its firing.
 func (db *DB) recordDeposit(ctx context.Context, job jobstate.Job) error {
-	r, err := requestFrom(ctx)
+	f, err := firing(ctx)
 	if err != nil {
 		return err
+	}
+	d, ok := f.Args.(Deposit)
+	if !ok {
+		return fmt.Errorf("%w: fund arguments are %T", ErrBadDeposit, f.Args)
 	}
 	terms, err := TermsOf(job)
 	if err != nil {
@@ -212,26 +202,28 @@ func (db *DB) recordDeposit(ctx context.Context, job jobstate.Job) error {
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if holder, dup := db.txs[r.deposit.TxHash]; dup {
-		return fmt.Errorf("%w: %s funded bounty %s", ErrDuplicateDeposit, r.deposit.TxHash, holder)
+	if holder, dup := db.txs[d.TxHash]; dup {
+		return fmt.Errorf("%w: %s funded bounty %s", ErrDuplicateDeposit, d.TxHash, holder)
 	}
-	db.txs[r.deposit.TxHash] = job.ID
-	db.escrows[job.ID] = &Escrow{Deposit: r.deposit, Amount: terms.Reward}
+	db.txs[d.TxHash] = job.ID
+	db.escrows[job.ID] = &Escrow{Deposit: d, Amount: terms.Reward}
 	return nil
 }
 
 // countClaim is the effect of the claim rule: the submission counts
-// towards the worker's total_claims (invariant 13).
+// towards total_claims (invariant 13) of its worker, the actor of the
+// claim being written.
 func (db *DB) countClaim(ctx context.Context, _ jobstate.Job) error {
-	r, err := requestFrom(ctx)
+	f, err := firing(ctx)
 	if err != nil {
 		return err
 	}
+	worker := f.Transition.Actor
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	a, ok := db.agents[r.actor]
+	a, ok := db.agents[worker]
 	if !ok {
-		return fmt.Errorf("%w: %s", ErrNotRegistered, r.actor)
+		return fmt.Errorf("%w: %s", ErrNotRegistered, worker)
 	}
 	a.Claims++
 	return nil

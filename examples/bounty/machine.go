@@ -151,7 +151,7 @@ func NewMachine(db *DB) (*jobstate.Definition, error) {
 			LazyExpiry:      true,
 		},
 		Create:  jobstate.CreateSpec{Guard: validTerms, GuardName: "buyer, valid terms"},
-		Effects: []jobstate.EffectSpec{{Name: Refund, In: []jobstate.State{Expired, Cancelled}, Guard: buyerOnly, GuardName: "buyer", Run: db.refund}},
+		Effects: []jobstate.EffectSpec{{Name: Refund, In: []jobstate.State{Expired, Cancelled}, Guard: buyerOnly, GuardName: "buyer", Run: db.refund, RunName: "refund"}},
 	})
 }
 

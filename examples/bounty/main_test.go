@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/doccheck"
 	"github.com/jobstate/jobstate/memstore"
 )
 
@@ -86,8 +86,8 @@ func newWorld(t *testing.T) *world {
 }
 
 // restart starts a new server over the world's store and database (the
-// previous one is dropped, as if it had crashed) and returns its start-up
-// sweep report.
+// previous one is dropped, as if it had crashed) and returns the report of
+// its start-up recovery.
 func (w *world) restart() jobstate.SweepReport {
 	w.t.Helper()
 	m, rep, err := Start(w.ctx, w.store, w.db, w.clock, testOracle)
@@ -475,13 +475,27 @@ func TestTransitions(t *testing.T) {
 			_, err := w.m.Judge(w.ctx, s)
 			assert.ErrorIs(t, err, jobstate.ErrLeaseLost)
 		})
-		t.Run("every_endpoint_reads_first", func(t *testing.T) {
+		t.Run("every_operation_expires_first", func(t *testing.T) {
+			// No endpoint reads the bounty before acting: the engine
+			// expires an overdue bounty before any operation on it.
 			w := newWorld(t)
-			b := w.fundedWith(terms(), epoch.Add(time.Hour))
+			submitted, cancelled, refunded := w.fundedWith(terms(), epoch.Add(time.Hour)), w.fundedWith(terms(), epoch.Add(time.Hour)), w.fundedWith(terms(), epoch.Add(time.Hour))
 			w.clock.Advance(time.Hour)
-			_, err := w.m.Submit(w.ctx, b.ID, "alice", pass)
+			for _, b := range []jobstate.Job{submitted, cancelled, refunded} {
+				require.Equal(t, Funded, w.snap(b.ID).Job.State, "unread, the store still holds funded")
+			}
+			_, err := w.m.Submit(w.ctx, submitted.ID, "alice", pass)
 			assert.ErrorIs(t, err, jobstate.ErrNotClaimable, "the submission finds the bounty expired")
-			assert.Equal(t, Expired, w.snap(b.ID).Job.State)
+			assert.ErrorIs(t, err, jobstate.ErrTerminal)
+			assert.Equal(t, Expired, w.snap(submitted.ID).Job.State)
+			assert.Empty(t, w.submissions(submitted.ID))
+			_, err = w.m.Cancel(w.ctx, cancelled.ID, buyerName)
+			assert.ErrorIs(t, err, jobstate.ErrTerminal, "the cancel finds the bounty expired")
+			assert.Equal(t, Expired, w.snap(cancelled.ID).Job.State)
+			job, err := w.m.Refund(w.ctx, refunded.ID, buyerName)
+			require.NoError(t, err, "the refund finds the bounty expired, so refundable")
+			assert.Equal(t, Expired, job.State)
+			assert.Equal(t, int64(reward), w.db.Balance(depositor))
 		})
 		t.Run("no_deadline_no_expiry", func(t *testing.T) {
 			w := newWorld(t)
@@ -664,9 +678,8 @@ func TestSubmissionTransitions(t *testing.T) {
 		w := newWorld(t)
 		b := w.funded()
 		w.submit(b.ID, "alice", pass)
-		w.clock.Advance(JudgingLease)
 		w.restart()
-		assert.Equal(t, []SubmissionView{{Worker: "alice", Status: Failed, Reason: "lease expired"}}, w.submissions(b.ID))
+		assert.Equal(t, []SubmissionView{{Worker: "alice", Status: Failed, Reason: "worker alice restarted"}}, w.submissions(b.ID))
 	})
 }
 
@@ -877,9 +890,9 @@ func TestInvariants(t *testing.T) {
 		assert.Equal(t, Expired, w.get(b.ID).State)
 	})
 	t.Run("10_verdict_after_the_deadline_finds_the_bounty_expired", func(t *testing.T) {
-		// Expiry is lazy, and every operation reads the bounty first: a
-		// pass that arrives after the deadline, even before any read,
-		// finds the bounty expired, and pays nothing.
+		// Expiry is lazy, and the engine applies it before every
+		// operation: a pass that arrives after the deadline, even before
+		// any read, finds the bounty expired, and pays nothing.
 		w := newWorld(t)
 		b := w.fundedWith(terms(), epoch.Add(time.Minute))
 		s := w.submit(b.ID, "alice", pass)
@@ -919,18 +932,37 @@ func TestInvariants(t *testing.T) {
 		w.judge(w.submit(b.ID, "carol", pass))
 		assert.Equal(t, Resolved, w.get(b.ID).State)
 	})
-	t.Run("12_restart_within_the_lease_leaves_judging_until_it_lapses", func(t *testing.T) {
-		// The engine can end a judging submission only when its lease has
-		// lapsed: a server back before that finds it still judging.
+	t.Run("12_restart_within_the_lease_fails_judging_at_startup", func(t *testing.T) {
+		// Start-up does not wait for the judging leases to lapse: a
+		// server back at once finds nothing judging, on any bounty.
 		w := newWorld(t)
-		b := w.funded()
-		w.submit(b.ID, "alice", pass)
+		b, other := w.funded(), w.funded()
+		alice, bob := w.submit(b.ID, "alice", pass), w.submit(other.ID, "bob", pass)
 		w.clock.Advance(JudgingLease / 2)
-		assert.Zero(t, w.restart().Aborted)
-		assert.Equal(t, []string{"alice judging"}, w.statuses(b.ID))
-		w.clock.Advance(JudgingLease / 2)
-		assert.Equal(t, 1, w.restart().Aborted)
-		assert.Equal(t, []string{"alice failed"}, w.statuses(b.ID))
+		carol := w.submit(b.ID, "carol", pass) // at the very instant of the crash
+		for _, s := range []Submission{alice, bob, carol} {
+			require.True(t, w.clock.Now().Before(s.Lease.ExpiresAt), "the lease is still live")
+		}
+		rep := w.restart()
+		assert.Equal(t, 3, rep.Aborted)
+		assert.Equal(t, 2, rep.Jobs, "two bounties held judging submissions")
+		assert.Equal(t, []string{"alice failed", "carol failed"}, w.statuses(b.ID))
+		assert.Equal(t, []string{"bob failed"}, w.statuses(other.ID))
+		for _, id := range []uuid.UUID{b.ID, other.ID} {
+			s := w.snap(id)
+			assert.Equal(t, Funded, s.Job.State, "the bounty stays funded")
+			assert.Zero(t, s.Job.Leases)
+		}
+		for _, s := range []Submission{alice, bob, carol} {
+			before := w.snap(s.Lease.JobID)
+			_, err := w.m.Judge(w.ctx, s)
+			w.refused(before, err, jobstate.ErrLeaseLost)
+		}
+		assert.Zero(t, w.restart().Aborted, "nothing left judging")
+		assert.True(t, w.judge(w.submit(b.ID, "alice", pass)).Passed, "alice submits again and wins")
+		assert.Equal(t, Resolved, w.get(b.ID).State)
+		a, _ := w.db.Agent("alice")
+		assert.Equal(t, Agent{Name: "alice", Claims: 2, Passed: 1}, a, "the failed submission counts as a claim")
 	})
 	t.Run("13_reputation_completion_rate", func(t *testing.T) {
 		w := newWorld(t)
@@ -962,6 +994,42 @@ func TestInvariants(t *testing.T) {
 		_, err := w.m.Submit(w.ctx, gated.ID, "dave", pass) // dave: 0/0
 		w.refused(before, err, jobstate.ErrGuardRefused, ErrReputation)
 		w.submit(gated.ID, "alice", fail)
+	})
+}
+
+// TestRuleEffectsReadTheirFiring checks that the rule effects take what
+// they record from the firing the engine gives them (jobstate.FiringOf):
+// the deposit from the fund call's arguments, the worker from the claim's
+// actor; run outside a firing, they refuse and record nothing.
+func TestRuleEffectsReadTheirFiring(t *testing.T) {
+	t.Run("fund_records_the_calls_deposit", func(t *testing.T) {
+		w := newWorld(t)
+		b := w.post(terms(), time.Time{})
+		d := w.deposit()
+		_, err := w.m.Fund(w.ctx, b.ID, buyerName, d)
+		require.NoError(t, err)
+		e, _ := w.db.Escrow(b.ID)
+		assert.Equal(t, d, e.Deposit)
+		assert.Equal(t, b.ID, w.db.State().Txs[d.TxHash])
+	})
+	t.Run("claim_counts_for_the_claims_actor", func(t *testing.T) {
+		w := newWorld(t)
+		b := w.funded()
+		s := w.submit(b.ID, "bob", fail)
+		rec := w.last(b.ID)
+		assert.Equal(t, []any{jobstate.EventClaim, "bob", s.Lease.ExecID}, []any{rec.Event, rec.Actor, rec.ExecID})
+		for name, claims := range map[string]int{"alice": 0, "bob": 1, "carol": 0} {
+			a, _ := w.db.Agent(name)
+			assert.Equal(t, claims, a.Claims, name)
+		}
+	})
+	t.Run("outside_a_firing_nothing_is_recorded", func(t *testing.T) {
+		w := newWorld(t)
+		b := w.post(terms(), time.Time{})
+		before := w.db.State()
+		assert.ErrorIs(t, w.db.recordDeposit(w.ctx, b), ErrNoFiring)
+		assert.ErrorIs(t, w.db.countClaim(w.ctx, b), ErrNoFiring)
+		assert.Equal(t, before, w.db.State())
 	})
 }
 
@@ -1036,7 +1104,10 @@ func TestStory(t *testing.T) {
 		"acme asks for the refund: refused (effect_applied)",
 		"acme cancels: refused (guard_refused: a submission is being judged (409))",
 		"acme cancels: cancelled",
-		"start-up sweep: 2 stuck submission(s) failed",
+		"comes back a minute later, within the judging lease",
+		"start-up recovery: 2 stuck submission(s) failed",
+		"failed (server restarted)",
+		"a verdict for bob from the old server arrives: refused (lease_lost: execution aborted: server restarted)",
 		"bounty read: funded; submissions:",
 		"bob passed",
 	} {
@@ -1050,20 +1121,5 @@ func TestStory(t *testing.T) {
 func TestDiagramIsCurrent(t *testing.T) {
 	def, err := NewMachine(NewDB())
 	require.NoError(t, err)
-	want := def.Mermaid()
-	page, err := os.ReadFile(docPage)
-	require.NoError(t, err)
-	const open, fence = "```mermaid\n", "```"
-	start := bytes.Index(page, []byte(open))
-	require.GreaterOrEqual(t, start, 0, "the page has a mermaid block")
-	start += len(open)
-	end := bytes.Index(page[start:], []byte(fence))
-	require.GreaterOrEqual(t, end, 0, "the mermaid block is closed")
-	end += start
-	if *update {
-		next := append(append(append([]byte{}, page[:start]...), want...), page[end:]...)
-		require.NoError(t, os.WriteFile(docPage, next, 0o644))
-		return
-	}
-	assert.Equal(t, want, string(page[start:end]), "run go test ./examples/bounty -run TestDiagramIsCurrent -update")
+	doccheck.Diagram(t, docPage, def, *update)
 }

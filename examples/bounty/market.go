@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,10 +53,11 @@ type Market struct {
 }
 
 // Start starts a server over store and db: it declares the machine, builds
-// the engine and recovers from a previous run. Submissions left judging by
-// a crashed server are failed by the start-up sweep once their judging
-// lease has lapsed (Policy.FailOnLeaseLoss; the bounty stays funded). The
-// sweep's report says what it did.
+// the engine and recovers from a previous run (seed 003 rule 12): every
+// submission left judging by the server that died is failed at once,
+// whatever time its judging lease has left (Policy.FailOnLeaseLoss; the
+// bounty stays funded). The report says what the recovery did. Nothing
+// else runs at start-up: expiry stays lazy (rule 10).
 func Start(ctx context.Context, store jobstate.Store, db *DB, clock jobstate.Clock, oracle Oracle) (*Market, jobstate.SweepReport, error) {
 	def, err := NewMachine(db)
 	if err != nil {
@@ -64,11 +67,55 @@ func Start(ctx context.Context, store jobstate.Store, db *DB, clock jobstate.Clo
 	if err != nil {
 		return nil, jobstate.SweepReport{}, err
 	}
-	rep, err := eng.Sweep(ctx)
+	rep, err := recoverJudging(ctx, eng)
 	if err != nil {
 		return nil, rep, err
 	}
 	return &Market{eng: eng, def: def, db: db, oracle: oracle}, rep, nil
+}
+
+// endOfTime is later than any heartbeat: every bounty holding a judging
+// lease has its heartbeat before it.
+var endOfTime = time.Unix(1<<62, 0)
+
+// recoverJudging fails every submission still judging, with
+// Engine.RecoverWorker: the server judges every submission, so at its
+// start none of them has anyone judging it. A submission's lease is held
+// under its worker's name (the claim guard counts a worker's submissions
+// by it), not under one name of the server's, so the recovery runs for
+// each worker name that holds a judging submission, found among the
+// bounties holding leases. The report sums what it did; Jobs counts those
+// bounties.
+func recoverJudging(ctx context.Context, eng *jobstate.Engine) (jobstate.SweepReport, error) {
+	var rep jobstate.SweepReport
+	held, err := eng.Store().Stale(ctx, Machine, endOfTime, 0)
+	if err != nil {
+		return rep, err
+	}
+	judging := make(map[string]bool)
+	for _, job := range held {
+		execs, err := eng.Executions(ctx, job.ID)
+		if err != nil {
+			return rep, err
+		}
+		for _, x := range execs {
+			if x.Status.Live() {
+				judging[x.Owner] = true
+			}
+		}
+	}
+	rep.Jobs = len(held)
+	for _, worker := range slices.Sorted(maps.Keys(judging)) {
+		r, err := eng.RecoverWorker(ctx, worker)
+		rep.Finalized += r.Finalized
+		rep.Aborted += r.Aborted
+		rep.Retried += r.Retried
+		rep.Failed += r.Failed
+		if err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
 }
 
 // Engine returns the market's engine.
@@ -99,36 +146,28 @@ func (m *Market) Post(ctx context.Context, buyer string, terms Terms, deadline t
 }
 
 // Get reads a bounty (GET /jobs/<id>). The engine expires a funded bounty
-// found past its deadline first (T4), failing its judging submissions.
+// found past its deadline first (T4), failing its judging submissions. So
+// does every other operation of the engine on a bounty (Policy.LazyExpiry),
+// as every endpoint of the seed reads through check_expiry.
 func (m *Market) Get(ctx context.Context, id uuid.UUID) (jobstate.Job, error) {
 	return m.eng.Get(ctx, id)
 }
 
 // Fund funds a bounty with the buyer's deposit (T1, POST
-// /jobs/<id>/fund). Like every endpoint it reads the bounty first, so lazy
-// expiry applies.
+// /jobs/<id>/fund). The deposit is the call's argument, which the guard
+// checks and the fund rule's effect records.
 func (m *Market) Fund(ctx context.Context, id uuid.UUID, actor string, d Deposit) (jobstate.Job, error) {
-	if _, err := m.Get(ctx, id); err != nil {
-		return jobstate.Job{}, err
-	}
-	ctx = withRequest(ctx, request{actor: actor, deposit: d})
 	return m.eng.Fire(ctx, id, Fund, jobstate.Call{Actor: actor, Args: d})
 }
 
 // Cancel cancels a bounty (T2, T5, POST /jobs/<id>/cancel).
 func (m *Market) Cancel(ctx context.Context, id uuid.UUID, actor string) (jobstate.Job, error) {
-	if _, err := m.Get(ctx, id); err != nil {
-		return jobstate.Job{}, err
-	}
 	return m.eng.Cancel(ctx, id, jobstate.Call{Actor: actor})
 }
 
 // Refund returns a dead bounty's deposit to its depositor (T6, T7, POST
 // /jobs/<id>/refund): once, whoever asks how often.
 func (m *Market) Refund(ctx context.Context, id uuid.UUID, actor string) (jobstate.Job, error) {
-	if _, err := m.Get(ctx, id); err != nil {
-		return jobstate.Job{}, err
-	}
 	return m.eng.Apply(ctx, id, Refund, jobstate.Call{Actor: actor})
 }
 
@@ -142,17 +181,13 @@ type Submission struct {
 }
 
 // Submit submits a worker's content to a bounty (POST /jobs/<id>/submit):
-// a new execution of the job, judging until its verdict. The claim guards
-// decide whether it is accepted.
+// a new execution of the job, claimed under the worker's name and judging
+// until its verdict. The claim guards decide whether it is accepted.
 func (m *Market) Submit(ctx context.Context, id uuid.UUID, worker, content string) (Submission, error) {
-	if _, err := m.Get(ctx, id); err != nil {
-		return Submission{}, err
-	}
 	args := SubmitArgs{Content: content}
 	if a, ok := m.db.Agent(worker); ok {
 		args.Agent = &a
 	}
-	ctx = withRequest(ctx, request{actor: worker})
 	c, err := m.eng.ClaimJob(ctx, id, jobstate.ClaimRequest{Worker: worker, Args: args})
 	if err != nil {
 		return Submission{}, err
@@ -179,7 +214,8 @@ type Verdict struct {
 // resolves the bounty with its result and its payout (T3); a later one is
 // discarded (jobstate.ErrAlreadyCommitted). A failing one fails alone,
 // permanently; the bounty stays funded. A submission ended meanwhile (the
-// bounty expired, or a restart failed it) gets jobstate.ErrLeaseLost.
+// bounty expired, even unread, or a restart failed it) gets
+// jobstate.ErrLeaseLost.
 func (m *Market) Judge(ctx context.Context, s Submission) (Verdict, error) {
 	score, err := m.oracle(s.Terms, s.Content)
 	var v Verdict

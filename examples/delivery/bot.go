@@ -261,12 +261,10 @@ func (wk *Worker) Recover(ctx context.Context) (jobstate.SweepReport, error) {
 	return wk.Engine.Sweep(ctx)
 }
 
-// RunOnce sweeps, then claims the next due job and processes it. It
-// returns jobstate.ErrNoJob when no job is due.
+// RunOnce claims the next due job and processes it. It returns
+// jobstate.ErrNoJob when no job is due. A QUEUED job past its TTL is not
+// due: the claim passes it over, and leaves it to the sweep to expire.
 func (wk *Worker) RunOnce(ctx context.Context) (jobstate.Job, error) {
-	if _, err := wk.Engine.Sweep(ctx); err != nil {
-		return jobstate.Job{}, err
-	}
 	c, err := wk.Engine.Claim(ctx, jobstate.ClaimRequest{Machine: MachineName, Worker: wk.Name})
 	if err != nil {
 		return jobstate.Job{}, err
@@ -306,11 +304,12 @@ func (wk *Worker) Process(ctx context.Context, c jobstate.Claimed) (jobstate.Job
 		return wk.fail(ctx, lease, err)
 	}
 	// telegram_ack: the delivery is recorded exactly once, atomically with
-	// STREAMING → DELIVERED.
+	// STREAMING → DELIVERED, dated by that write (the effect sees the job
+	// as the commit writes it).
 	return wk.Engine.Succeed(ctx, lease, jobstate.CommitInput{
 		Result: []byte(fmt.Sprintf(`{"message_id":%d}`, msg)),
 		Effect: func(_ context.Context, j jobstate.Job) error {
-			wk.Deliveries.add(Delivery{JobID: j.ID, UserID: req.UserID, FileID: req.FileID, Message: msg, At: wk.Clock.Now()})
+			wk.Deliveries.add(Delivery{JobID: j.ID, UserID: req.UserID, FileID: req.FileID, Message: msg, At: j.UpdatedAt})
 			return nil
 		},
 	})

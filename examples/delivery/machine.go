@@ -153,7 +153,8 @@ func Spec() jobstate.Spec {
 				MaxRetries: MaxAttempts - 1, // see Attempt
 				Backoff:    jobstate.ExponentialBackoff(5*time.Second, 2, time.Minute),
 			},
-			Classify: Classify,
+			Classify:     Classify,
+			ClassifyName: "Classify",
 		},
 	}
 }

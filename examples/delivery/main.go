@@ -287,8 +287,10 @@ func stuckAndRecovery(ctx context.Context, w *World, out io.Writer) error {
 }
 
 // drain runs the worker until every job is terminal, letting time pass
-// (one second per idle poll) while jobs wait out a backoff. It returns how
-// many jobs it processed.
+// (one second per idle poll) while jobs wait out a backoff. An idle worker
+// runs the sweep, the periodic housekeeping that expires QUEUED jobs past
+// their TTL (which no claim takes) and takes back jobs whose lease lapsed.
+// It returns how many jobs it processed.
 func drain(ctx context.Context, wk *Worker) (int, error) {
 	n := 0
 	for idle := 0; idle < 3600; {
@@ -309,6 +311,9 @@ func drain(ctx context.Context, wk *Worker) (int, error) {
 		}
 		if counts[Queued]+counts[Claimed]+counts[Downloading]+counts[Streaming] == 0 {
 			return n, nil
+		}
+		if _, err := wk.Engine.Sweep(ctx); err != nil {
+			return n, err
 		}
 		wk.Sleep(time.Second)
 		idle++

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"flag"
 	"net/http"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/doccheck"
 )
 
 // fixture is one World under test, on its manual clock, with users alice
@@ -332,6 +331,27 @@ func TestSeed004(t *testing.T) {
 		assert.Equal(t, Queued, got.State, "the 503 sends it back to QUEUED")
 		assert.Equal(t, 1, f.sweep().Expired)
 		assert.Equal(t, Expired, f.snap(j.ID).Job.State)
+	})
+
+	t.Run("ttl_expired: a QUEUED job past its TTL is never claimed, even before a sweep expires it", func(t *testing.T) {
+		f := newFixture(t)
+		j := f.queue("alice", "doc.pdf", "n1")
+		f.Clock.Advance(QueueTTL)
+		before := f.snap(j.ID)
+		require.Equal(t, Queued, before.Job.State, "no sweep has run: the store still holds QUEUED")
+		_, err := f.Engine.Claim(f.ctx, jobstate.ClaimRequest{Machine: MachineName, Worker: "w1"})
+		f.unchanged(before, err, jobstate.ErrNoJob)
+		_, err = f.Worker("w1").RunOnce(f.ctx)
+		f.unchanged(before, err, jobstate.ErrNoJob)
+		_, err = f.Engine.ClaimJob(f.ctx, j.ID, jobstate.ClaimRequest{Worker: "w1"})
+		f.unchanged(before, err, jobstate.ErrNotClaimable)
+		n, err := drain(f.ctx, f.Worker("w1")) // an idle worker sweeps
+		require.NoError(t, err)
+		assert.Zero(t, n, "nothing delivered")
+		s := f.snap(j.ID)
+		assert.Equal(t, Expired, s.Job.State)
+		assert.Empty(t, s.Executions, "never claimed")
+		assert.Zero(t, f.Deliveries.Count(j.ID))
 	})
 
 	t.Run("FAILED, DELIVERED, CANCELLED, EXPIRED --> [*]: nothing leaves a final state", func(t *testing.T) {
@@ -814,6 +834,35 @@ func TestSeed004(t *testing.T) {
 		}
 	})
 
+	t.Run("Only the lease holder moves a held job: Engine.Fire cannot move CLAIMED -> DOWNLOADING -> STREAMING", func(t *testing.T) {
+		f := newFixture(t)
+		j := f.queue("alice", "doc.pdf", "n1")
+		c := f.claim(j.ID, "w1")
+		active := DownloadArgs{User: UserActive}
+		before := f.snap(j.ID)
+		next := before.Job
+		_, err := f.Def.Step(f.ctx, &next, jobstate.Input{Event: StartDownload, Actor: "w2", Args: active})
+		require.NoError(t, err, "the table and its guard allow the move: what refuses it is the lease")
+		for _, actor := range []string{"w2", "alice", "w1"} { // another worker, the user, even the holder's name without its lease
+			_, err := f.Engine.Fire(f.ctx, j.ID, StartDownload, jobstate.Call{Actor: actor, Args: active})
+			f.unchanged(before, err, jobstate.ErrInvalidArgument) // CLAIMED -> DOWNLOADING
+		}
+		f.advance(c.Lease, StartDownload, Downloading)
+		before = f.snap(j.ID)
+		for _, actor := range []string{"w2", "alice", "w1"} {
+			_, err := f.Engine.Fire(f.ctx, j.ID, StreamToLocalAPI, jobstate.Call{Actor: actor})
+			f.unchanged(before, err, jobstate.ErrInvalidArgument) // DOWNLOADING -> STREAMING
+		}
+		f.advance(c.Lease, StreamToLocalAPI, Streaming)
+		s := f.snap(j.ID)
+		for _, rec := range s.History[2:] {
+			assert.Equal(t, []any{"w1", c.Lease.ExecID}, []any{rec.Actor, rec.ExecID}, "every move of the held job is the holder's, through its lease")
+		}
+		_, err = f.Engine.Succeed(f.ctx, c.Lease, jobstate.CommitInput{})
+		require.NoError(t, err)
+		assert.Equal(t, Delivered, f.snap(j.ID).Job.State)
+	})
+
 	t.Run("Invalid transitions are refused and change nothing", func(t *testing.T) {
 		f := newFixture(t)
 		j := f.queue("alice", "doc.pdf", "n1")
@@ -955,31 +1004,5 @@ const docPath = "../../docs/examples/delivery.md"
 func TestDiagramIsCurrent(t *testing.T) {
 	def, err := Machine()
 	require.NoError(t, err)
-	want := def.Mermaid()
-	doc, err := os.ReadFile(docPath)
-	require.NoError(t, err)
-	start, end, err := mermaidBlock(string(doc))
-	require.NoError(t, err)
-	if *update {
-		next := string(doc[:start]) + want + string(doc[end:])
-		require.NoError(t, os.WriteFile(docPath, []byte(next), 0o644))
-		return
-	}
-	assert.Equal(t, want, string(doc[start:end]), "the diagram is stale: go test ./examples/delivery -run TestDiagramIsCurrent -update")
-}
-
-// mermaidBlock returns the offsets of the body of the first ```mermaid
-// fenced block of doc: from after its opening line to its closing fence.
-func mermaidBlock(doc string) (start, end int, err error) {
-	const open = "```mermaid\n"
-	i := strings.Index(doc, open)
-	if i < 0 {
-		return 0, 0, errors.New("no ```mermaid block")
-	}
-	start = i + len(open)
-	j := strings.Index(doc[start-1:], "\n```")
-	if j < 0 {
-		return 0, 0, errors.New("the ```mermaid block is not closed")
-	}
-	return start, start + j, nil
+	doccheck.Diagram(t, docPath, def, *update)
 }

@@ -170,9 +170,10 @@ func NewDefinition() (*jobstate.Definition, error) {
 			{From: []jobstate.State{Queued}, Event: jobstate.EventCancel, To: Failed, Description: "resource exhaustion or cancellation"},
 		},
 		Policy: jobstate.Policy{
-			LeaseTTL: LeaseTTL,
-			Retry:    jobstate.RetryPolicy{MaxRetries: MaxRetries, Backoff: jobstate.FixedBackoff(RetryDelay)},
-			Classify: Classify,
+			LeaseTTL:     LeaseTTL,
+			Retry:        jobstate.RetryPolicy{MaxRetries: MaxRetries, Backoff: jobstate.FixedBackoff(RetryDelay)},
+			Classify:     Classify,
+			ClassifyName: "Classify",
 		},
 	})
 }

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/doccheck"
 )
 
 // update rewrites the diagram in docs/examples/docproc.md.
@@ -418,6 +417,7 @@ func TestInvalidTransitions(t *testing.T) {
 				}
 				_, err := h.Eng.ClaimJob(h.ctx, j.ID, jobstate.ClaimRequest{Worker: "w"})
 				assert.ErrorIs(t, err, jobstate.ErrNotClaimable)
+				assert.ErrorIs(t, err, jobstate.ErrTerminal)
 				execs := before.Execs
 				require.Len(t, execs, 1)
 				stale := jobstate.Lease{JobID: j.ID, ExecID: execs[0].ID, Token: execs[0].Attempt}
@@ -459,6 +459,7 @@ func TestInvalidTransitions(t *testing.T) {
 		assert.ErrorIs(t, err, jobstate.ErrNoJob, "a created job is not in the queue")
 		_, err = h.Eng.ClaimJob(h.ctx, j.ID, jobstate.ClaimRequest{Worker: "w"})
 		assert.ErrorIs(t, err, jobstate.ErrNotClaimable)
+		assert.ErrorIs(t, err, jobstate.ErrInvalidTransition, "CREATED has no claim rule")
 		assert.Equal(t, before, h.snapshot(j.ID))
 	})
 	t.Run("lifecycle events cannot be fired by hand", func(t *testing.T) {
@@ -990,31 +991,5 @@ func TestMainPrintsTraces(t *testing.T) {
 func TestDiagramIsCurrent(t *testing.T) {
 	def, err := NewDefinition()
 	require.NoError(t, err)
-	got := def.Mermaid()
-	file := filepath.Join("..", "..", "docs", "examples", "docproc.md")
-	doc, err := os.ReadFile(file)
-	require.NoError(t, err)
-	start, end, err := mermaidBlock(string(doc))
-	require.NoError(t, err, file)
-	if *update {
-		require.NoError(t, os.WriteFile(file, []byte(string(doc[:start])+got+string(doc[end:])), 0o644))
-		return
-	}
-	assert.Equal(t, got, string(doc[start:end]), "%s is stale; run `go test ./examples/docproc -run TestDiagramIsCurrent -update`", file)
-}
-
-// mermaidBlock returns the byte range of the body of the first ```mermaid
-// block of doc.
-func mermaidBlock(doc string) (start, end int, err error) {
-	const open = "```mermaid\n"
-	i := strings.Index(doc, open)
-	if i < 0 {
-		return 0, 0, errors.New("no ```mermaid block")
-	}
-	start = i + len(open)
-	j := strings.Index(doc[start:], "```")
-	if j < 0 {
-		return 0, 0, errors.New("the ```mermaid block is not closed")
-	}
-	return start, start + j, nil
+	doccheck.Diagram(t, "../../docs/examples/docproc.md", def, *update)
 }

@@ -46,7 +46,10 @@ const MaxRetries = 3
 // Spec declares seed 002's job machine as a table. Every rule is a
 // lifecycle rule, fired by the engine when an execution moves, and
 // Policy.DerivedState makes the engine refuse any other move of the job
-// (Engine.Fire gives ErrInvalidArgument):
+// (Engine.Fire gives ErrInvalidArgument). Policy.RequireStart holds the
+// executions to the seed's own table: an execution commits only from
+// IN_PROGRESS, so a LEASED one must be started (Engine.Start) first.
+// The job's rules:
 //
 //   - claim (PENDING → RUNNING): an execution is LEASED;
 //   - succeed (RUNNING → SUCCEEDED): the execution that COMMITTED reaches
@@ -81,6 +84,7 @@ func Spec() jobstate.Spec {
 		Policy: jobstate.Policy{
 			LeaseTTL:     LeaseTTL,
 			DerivedState: true,
+			RequireStart: true,
 			Retry:        jobstate.RetryPolicy{MaxRetries: MaxRetries},
 		},
 	}
@@ -247,8 +251,9 @@ func (wk *Worker) Start(ctx context.Context, lease jobstate.Lease) error {
 
 // Commit is the commit phase: the engine marks the execution COMMITTED and
 // runs the effect (the ledger credit) in the same atomic update, only if
-// the lease is live and no execution of the job has committed. A refusal
-// applies nothing.
+// the lease is live, the execution was started, and no execution of the
+// job has committed. A refusal applies nothing. The effect sees the job as
+// the commit writes it, and dates the credit with it.
 func (wk *Worker) Commit(ctx context.Context, lease jobstate.Lease, r Receipt) error {
 	result, err := json.Marshal(r)
 	if err != nil {
@@ -257,7 +262,7 @@ func (wk *Worker) Commit(ctx context.Context, lease jobstate.Lease, r Receipt) e
 	_, err = wk.world.Engine.Commit(ctx, lease, jobstate.CommitInput{
 		Result: result,
 		Effect: func(_ context.Context, job jobstate.Job) error {
-			wk.world.Ledger.Credit(Entry{JobID: job.ID, ExecID: lease.ExecID, Worker: wk.Name, Receipt: r, At: wk.world.Clock.Now()})
+			wk.world.Ledger.Credit(Entry{JobID: job.ID, ExecID: lease.ExecID, Worker: wk.Name, Receipt: r, At: job.UpdatedAt})
 			return nil
 		},
 	})

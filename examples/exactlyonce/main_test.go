@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/doccheck"
 )
 
 // fixture is one World under test, on its manual clock.
@@ -180,6 +179,29 @@ func TestSeed002(t *testing.T) {
 		assert.Equal(t, Running, s.Job.State, "COMMITTED is not DONE: the job is still RUNNING")
 		assert.Equal(t, 1, f.Ledger.Applied(c.Job.ID))
 		assert.Contains(t, string(s.Job.Result), `"reference":"payout-#1"`, "the staged output is stored at the commit")
+		assert.True(t, f.Ledger.Entries()[0].At.Equal(s.Job.UpdatedAt), "the credit is dated by the commit's write")
+	})
+
+	t.Run("Execution: only IN_PROGRESS -> COMMITTED: a never-started (LEASED) execution cannot commit", func(t *testing.T) {
+		f := newFixture(t)
+		j := f.submit()
+		c := f.lease("A")
+		r, err := Prepare(c.Job)
+		require.NoError(t, err)
+		before := f.snap(j.ID)
+		require.Equal(t, []jobstate.ExecStatus{jobstate.ExecLeased}, statuses(before))
+		err = f.Worker("A").Commit(f.ctx, c.Lease, r)
+		f.unchanged(before, err, jobstate.ErrInvalidTransition) // LEASED -> COMMITTED
+		_, err = f.Engine.Succeed(f.ctx, c.Lease, jobstate.CommitInput{Effect: func(context.Context, jobstate.Job) error {
+			t.Error("a never-started execution ran its effect")
+			return nil
+		}})
+		f.unchanged(before, err, jobstate.ErrInvalidTransition) // LEASED -> COMMITTED -> DONE in one write
+		assert.Zero(t, f.Ledger.Applied(j.ID), "nothing applied")
+		f.start(c) // the refusal cost the execution nothing: started, it commits
+		f.commit(c)
+		assert.Equal(t, []jobstate.ExecStatus{jobstate.ExecCommitted}, statuses(f.snap(j.ID)))
+		assert.Equal(t, 1, f.Ledger.Applied(j.ID))
 	})
 
 	t.Run("Execution: COMMITTED -> DONE, Job: RUNNING -> SUCCEEDED when any execution reaches DONE (after COMMITTED)", func(t *testing.T) {
@@ -448,6 +470,7 @@ func TestSeed002(t *testing.T) {
 		f.Clock.Advance(LeaseTTL)
 		f.sweep()
 		b := f.lease("B")
+		f.start(b)
 		f.commit(b)
 		before := f.snap(j.ID)
 		r, err := Prepare(a.Job)
@@ -490,6 +513,7 @@ func TestSeed002(t *testing.T) {
 		f := newFixture(t)
 		j := f.submit()
 		c := f.lease("A")
+		f.start(c)
 		f.commit(c)
 		before := f.snap(j.ID)
 		_, err := f.Worker("B").LeaseJob(f.ctx, j.ID) // the job's message delivered again
@@ -664,6 +688,7 @@ func TestSeed002(t *testing.T) {
 		before = f.snap(j.ID)
 		err = f.Worker("A").Commit(f.ctx, a.Lease, r) // B holds the lease, no commit yet
 		f.unchanged(before, err, jobstate.ErrLeaseLost)
+		f.start(b)
 		f.commit(b)
 		f.finish(b)
 		assert.Equal(t, 1, f.Ledger.Applied(j.ID))
@@ -716,6 +741,8 @@ func TestSeed002(t *testing.T) {
 		before := f.snap(j.ID)
 		_, err := f.Worker("A").Finish(f.ctx, c.Lease)
 		f.unchanged(before, err, jobstate.ErrInvalidArgument) // LEASED -> DONE
+		err = f.Worker("A").Commit(f.ctx, c.Lease, Receipt{})
+		f.unchanged(before, err, jobstate.ErrInvalidTransition) // LEASED -> COMMITTED
 		f.start(c)
 		before = f.snap(j.ID)
 		_, err = f.Worker("A").Finish(f.ctx, c.Lease)
@@ -776,6 +803,7 @@ func TestTableIsTheSeedsJobMachine(t *testing.T) {
 		{Running, jobstate.EventFail, Failed},
 	}, got)
 	assert.True(t, def.Policy().DerivedState)
+	assert.True(t, def.Policy().RequireStart, "executions commit only from IN_PROGRESS")
 	assert.Equal(t, 1, def.Policy().MaxExecutions)
 }
 
@@ -810,31 +838,5 @@ const docPath = "../../docs/examples/exactlyonce.md"
 func TestDiagramIsCurrent(t *testing.T) {
 	def, err := Machine()
 	require.NoError(t, err)
-	want := def.Mermaid()
-	doc, err := os.ReadFile(docPath)
-	require.NoError(t, err)
-	start, end, err := mermaidBlock(string(doc))
-	require.NoError(t, err)
-	if *update {
-		next := string(doc[:start]) + want + string(doc[end:])
-		require.NoError(t, os.WriteFile(docPath, []byte(next), 0o644))
-		return
-	}
-	assert.Equal(t, want, string(doc[start:end]), "the diagram is stale: go test ./examples/exactlyonce -run TestDiagramIsCurrent -update")
-}
-
-// mermaidBlock returns the offsets of the body of the first ```mermaid
-// fenced block of doc: from after its opening line to its closing fence.
-func mermaidBlock(doc string) (start, end int, err error) {
-	const open = "```mermaid\n"
-	i := strings.Index(doc, open)
-	if i < 0 {
-		return 0, 0, errors.New("no ```mermaid block")
-	}
-	start = i + len(open)
-	j := strings.Index(doc[start-1:], "\n```")
-	if j < 0 {
-		return 0, 0, errors.New("the ```mermaid block is not closed")
-	}
-	return start, start + j, nil
+	doccheck.Diagram(t, docPath, def, *update)
 }

@@ -232,11 +232,13 @@ type Reservation struct {
 type AuditRecord struct {
 	Action string
 	JobID  uuid.UUID
-	User   string
-	// Version is the job version the rejection produced: the history record
-	// of that version holds who rejected the job and why.
-	Version int64
-	At      time.Time
+	// User is the job's owner, whose prompt was blocked.
+	User string
+	// Actor is who rejected the job (the worker that saw the safety
+	// filter, or a moderator), and Reason why.
+	Actor  string
+	Reason string
+	At     time.Time
 }
 
 // Asset is an entry of the user's library.
@@ -310,27 +312,42 @@ func (db *AppDB) ReserveCredits(_ context.Context, job jobstate.Job) error {
 	return nil
 }
 
-// AuditSafeBlock is the rejection's action: an audit record SAFE_BLOCK.
-// It refunds nothing (the seed's policy violation penalty).
-func (db *AppDB) AuditSafeBlock(_ context.Context, job jobstate.Job) error {
+// ErrNoFiring: AuditSafeBlock ran outside the engine's firing of the
+// reject rule, so it has no rejection to record.
+var ErrNoFiring = errors.New("rule effect run outside a firing")
+
+// AuditSafeBlock is the rejection's action: an audit record SAFE_BLOCK,
+// saying who rejected the job and why, which it reads from the rejection
+// being written (jobstate.FiringOf). It refunds nothing (the seed's policy
+// violation penalty).
+func (db *AppDB) AuditSafeBlock(ctx context.Context, job jobstate.Job) error {
+	f, ok := jobstate.FiringOf(ctx)
+	if !ok {
+		return ErrNoFiring
+	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	db.audit = append(db.audit, AuditRecord{Action: AuditSafeBlock, JobID: job.ID, User: job.Owner, Version: job.Version, At: job.UpdatedAt})
+	db.audit = append(db.audit, AuditRecord{
+		Action: AuditSafeBlock, JobID: job.ID, User: job.Owner,
+		Actor: f.Transition.Actor, Reason: f.Transition.Reason, At: f.Transition.At,
+	})
 	return nil
 }
 
-// StoreAsset returns the success actions for an image downloaded at at, to
-// run as the commit's effect: 1. the image into the private bucket under
-// /originals, 2. an asset entry in the library. (3. the job's resultUrl is
-// the commit's Result, which the effect sees in job.Result.) The commit
-// boundary runs it at most once per job.
-func (db *AppDB) StoreAsset(img Image, data []byte, at time.Time) jobstate.EffectFunc {
+// StoreAsset returns the success actions for a downloaded image, to run as
+// the commit's effect: 1. the image into the private bucket under
+// /originals, 2. an asset entry in the library, dated by the commit. (3.
+// the job's resultUrl is the commit's Result.) The effect sees the job as
+// the commit writes it, so it reads the resultUrl from job.Result and the
+// time from job.UpdatedAt. The commit boundary runs it at most once per
+// job.
+func (db *AppDB) StoreAsset(img Image, data []byte) jobstate.EffectFunc {
 	return func(_ context.Context, job jobstate.Job) error {
 		db.mu.Lock()
 		defer db.mu.Unlock()
 		path := OriginalPath(job.ID)
 		db.bucket[path] = append([]byte(nil), data...)
-		db.assets = append(db.assets, Asset{JobID: job.ID, Owner: job.Owner, Path: path, URL: string(job.Result), Source: img.URL, At: at})
+		db.assets = append(db.assets, Asset{JobID: job.ID, Owner: job.Owner, Path: path, URL: string(job.Result), Source: img.URL, At: job.UpdatedAt})
 		return nil
 	}
 }
@@ -521,11 +538,9 @@ func (a *App) Report(ctx context.Context, lease jobstate.Lease, img Image, apiEr
 	if err != nil {
 		return a.Eng.Fail(ctx, lease, err)
 	}
-	// The commit's effect is given the job as it was before the move (see
-	// jobstate.Engine.Succeed), so the time of the download is passed in.
 	return a.Eng.Succeed(ctx, lease, jobstate.CommitInput{
 		Result: []byte(ResultURL(lease.JobID)),
-		Effect: a.DB.StoreAsset(img, data, a.Eng.Now()),
+		Effect: a.DB.StoreAsset(img, data),
 	})
 }
 
@@ -625,7 +640,7 @@ func run(ctx context.Context, out io.Writer) error {
 	}
 	fmt.Fprintln(out, "Audit log:")
 	for _, a := range app.DB.Audit() {
-		fmt.Fprintf(out, "  %s  %s %s of %s (job version %d)\n", a.At.Format("15:04:05"), a.Action, a.User, d.names[a.JobID], a.Version)
+		fmt.Fprintf(out, "  %s  %s %s of %s, rejected by %s: %s\n", a.At.Format("15:04:05"), a.Action, a.User, d.names[a.JobID], a.Actor, a.Reason)
 	}
 	fmt.Fprintln(out, "Asset library:")
 	for _, a := range app.DB.Assets() {

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -19,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/doccheck"
 )
 
 // update rewrites the diagram in docs/examples/imagegen.md.
@@ -650,8 +649,11 @@ func TestRejection(t *testing.T) {
 	})
 	t.Run("Action: Log: audit log SAFE_BLOCK", func(t *testing.T) {
 		h, c, j := reject(t)
-		want := []AuditRecord{{Action: AuditSafeBlock, JobID: j.ID, User: "carol", Version: j.Version, At: j.CompletedAt}}
-		assert.Equal(t, want, h.DB.Audit())
+		want := []AuditRecord{{Action: AuditSafeBlock, JobID: j.ID, User: "carol", Actor: "worker-1", Reason: ErrSafetyBlock.Error(), At: j.CompletedAt}}
+		assert.Equal(t, want, h.DB.Audit(), "who rejected the job and why")
+		hist := h.history(j.ID)
+		last := hist[len(hist)-1]
+		assert.Equal(t, []any{last.Actor, last.Reason, last.At}, []any{want[0].Actor, want[0].Reason, want[0].At}, "as the history records the rejection")
 		// The same rejection reported again is refused and logs nothing.
 		before := h.snapshot(j.ID)
 		_, err := h.Report(h.ctx, c.Lease, Image{}, ErrSafetyBlock)
@@ -661,13 +663,19 @@ func TestRejection(t *testing.T) {
 		assert.Equal(t, before, h.snapshot(j.ID))
 		assert.Equal(t, want, h.DB.Audit(), "exactly one SAFE_BLOCK record")
 	})
+	t.Run("the audit record is written only for a rejection being made", func(t *testing.T) {
+		h := newHarness(t)
+		j := h.create(request("carol", "a gory battle scene"))
+		assert.ErrorIs(t, h.DB.AuditSafeBlock(h.ctx, j), ErrNoFiring, "outside a firing there is no rejection to record")
+		assert.Empty(t, h.DB.Audit())
+	})
 	t.Run("queued → rejected (moderation before execution)", func(t *testing.T) {
 		h := newHarness(t)
 		j := h.create(request("carol", "a gory battle scene"))
 		got, err := h.Eng.Fire(h.ctx, j.ID, EventReject, jobstate.Call{Actor: "moderator", Reason: "prompt flagged"})
 		require.NoError(t, err)
 		assert.Equal(t, Rejected, got.State)
-		assert.Len(t, h.DB.Audit(), 1)
+		assert.Equal(t, []AuditRecord{{Action: AuditSafeBlock, JobID: j.ID, User: "carol", Actor: "moderator", Reason: "prompt flagged", At: got.CompletedAt}}, h.DB.Audit())
 		assert.Equal(t, 100-CreditsPerImage, h.DB.Balance("carol"), "no refund")
 		assert.Equal(t, []jobstate.State{Queued, Rejected}, path(h.history(j.ID)))
 	})
@@ -851,6 +859,7 @@ func TestInvalidTransitions(t *testing.T) {
 		before := h.snapshot(j.ID)
 		_, err := h.Eng.ClaimJob(h.ctx, j.ID, jobstate.ClaimRequest{Worker: "w"})
 		assert.ErrorIs(t, err, jobstate.ErrNotClaimable)
+		assert.ErrorIs(t, err, jobstate.ErrInvalidTransition, "failed has no claim rule")
 		next := before.Job
 		_, err = def.Step(h.ctx, &next, jobstate.Input{Event: jobstate.EventClaim})
 		assert.ErrorIs(t, err, jobstate.ErrInvalidTransition)
@@ -910,7 +919,7 @@ func TestMainPrintsLifecycle(t *testing.T) {
 		"job 2 attempt 4: -> dead_letter (image API: 500 internal error; retryCount 3 of 3)",
 		"job 3 attempt 1: -> rejected (image API safety filter: NSFW detected)",
 		"Credits: alice 15, bob 15, carol 15, dave 3, erin 20 (nothing refunded)",
-		"SAFE_BLOCK carol of job 3",
+		"SAFE_BLOCK carol of job 3, rejected by worker-1: image API safety filter: NSFW detected",
 		"running  --fail   --> failed",
 		"failed   --exhaust--> dead_letter",
 		"running  --reject --> rejected",
@@ -926,31 +935,5 @@ func TestMainPrintsLifecycle(t *testing.T) {
 func TestDiagramIsCurrent(t *testing.T) {
 	def, err := NewDefinition(NewAppDB(nil))
 	require.NoError(t, err)
-	got := def.Mermaid()
-	file := filepath.Join("..", "..", "docs", "examples", "imagegen.md")
-	doc, err := os.ReadFile(file)
-	require.NoError(t, err)
-	start, end, err := mermaidBlock(string(doc))
-	require.NoError(t, err, file)
-	if *update {
-		require.NoError(t, os.WriteFile(file, []byte(string(doc[:start])+got+string(doc[end:])), 0o644))
-		return
-	}
-	assert.Equal(t, got, string(doc[start:end]), "%s is stale; run `go test ./examples/imagegen -run TestDiagramIsCurrent -update`", file)
-}
-
-// mermaidBlock returns the byte range of the body of the first ```mermaid
-// block of doc.
-func mermaidBlock(doc string) (start, end int, err error) {
-	const open = "```mermaid\n"
-	i := strings.Index(doc, open)
-	if i < 0 {
-		return 0, 0, errors.New("no ```mermaid block")
-	}
-	start = i + len(open)
-	j := strings.Index(doc[start:], "```")
-	if j < 0 {
-		return 0, 0, errors.New("the ```mermaid block is not closed")
-	}
-	return start, start + j, nil
+	doccheck.Diagram(t, "../../docs/examples/imagegen.md", def, *update)
 }
