@@ -25,9 +25,11 @@ type CommitInput struct {
 // per job ever commits, whatever the interleaving of claims, expiries and
 // duplicates.
 //
-// A duplicate (a second commit of this execution, or any commit after
-// another execution won) gets a *CommitError (ErrAlreadyCommitted) naming
-// the winner, and applies nothing. A lost lease gets a *LeaseError. After a
+// A duplicate gets a typed refusal and applies nothing: any commit after
+// another execution won gets a *CommitError (ErrAlreadyCommitted) naming
+// the winner, as does a second commit of this execution while it is still
+// COMMITTED under a live lease; once it is finished or its lease has
+// lapsed, a *LeaseError (ErrLeaseLost). After a
 // commit, Finish ends the execution and moves the job to its success state;
 // if the worker dies first, a sweep does that without re-applying the
 // effect.
@@ -149,6 +151,9 @@ var ErrUnknownEffect = fmt.Errorf("%w: unknown effect", ErrInvalidArgument)
 // recorded, so it may be requested again).
 func (e *Engine) Apply(ctx context.Context, id uuid.UUID, name string, c Call) (Job, error) {
 	return e.update(ctx, id, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+		if err := checkVersion(&cur.Job, c.IfVersion); err != nil {
+			return Write{}, err
+		}
 		ef := def.effect(name)
 		if ef == nil {
 			return Write{}, fmt.Errorf("%w %q on machine %q", ErrUnknownEffect, name, def.name)

@@ -57,7 +57,8 @@ type Rule struct {
 	// Effect, when set, is the rule's action: it runs each time the engine
 	// fires the rule, inside the same atomic write as the move (seed 000:
 	// the SAFE_BLOCK audit record of a rejection). It sees the job as the
-	// move leaves it. An error aborts the whole operation: nothing is
+	// write leaves it (when one write holds several moves, after all of
+	// them), and FiringOf(ctx) tells it which move it runs for. An error aborts the whole operation: nothing is
 	// written and the error is returned. Definition.Step, being pure,
 	// does not run it.
 	Effect EffectFunc

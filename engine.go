@@ -228,7 +228,7 @@ func (e *Engine) move(ctx context.Context, def *Definition, cur *Snapshot, ev Ev
 	}
 	w := Write{Job: next, Transitions: []Transition{rec}}
 	if next.Leases > 0 && !def.leasesSurvive(&next) {
-		if cur.Job.Committed != uuid.Nil && next.Outcome != OutcomeSucceeded {
+		if cur.Job.Committed != uuid.Nil {
 			return Write{}, &CommitError{JobID: cur.Job.ID, Winner: cur.Job.Committed}
 		}
 		w.Executions = abortLive(cur.Executions, uuid.Nil, now, func() string { return fmt.Sprintf("job moved to %q by %q", next.State, ev) })

@@ -10,9 +10,11 @@ import (
 // Sentinel errors. Every error the engine returns wraps one of these, so
 // callers branch with errors.Is; the richer types below add details for
 // errors.As. An operation that returns an error has changed nothing: the
-// stored job, its executions and its history are as they were.
+// stored job, its executions and its history are as they were. (The one
+// write that may precede it is lazy expiry, which any access to an overdue
+// job of a lazily expiring machine applies first.)
 var (
-	// ErrNotFound: no job with that id (or no execution with that lease).
+	// ErrNotFound: no job with that id.
 	ErrNotFound = errors.New("jobstate: job not found")
 	// ErrUnknownMachine: no registered Definition has that name.
 	ErrUnknownMachine = errors.New("jobstate: unknown machine")

@@ -119,7 +119,10 @@ func (e *Engine) failure(ctx context.Context, def *Definition, cur *Snapshot, x 
 	var recs []Transition
 	var next Job
 	retriesLeft := job.MaxRetries == Unlimited || job.RetryCount < job.MaxRetries
-	if f.class == ClassRetryable && retriesLeft {
+	// A job whose retry override allows retries its table has no route for
+	// (no retry or abandon rule from this state) fails instead of sticking.
+	canRetry := def.Can(job.State, EventRetry) || def.Can(job.State, EventAbandon)
+	if f.class == ClassRetryable && retriesLeft && canRetry {
 		in.Event = EventRetry
 		if (f.lost || !def.Can(job.State, EventRetry)) && def.Can(job.State, EventAbandon) {
 			in.Event = EventAbandon

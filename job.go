@@ -120,8 +120,8 @@ type Job struct {
 	// Version increases with every write; each transition record carries
 	// the version it produced.
 	Version int64
-	// Attempt counts the executions started for this job. It is the fencing
-	// token of the newest execution and never decreases.
+	// Attempt counts the claims of this job (the executions created). It is
+	// the fencing token of the newest execution and never decreases.
 	Attempt int
 	// RetryCount counts the failures that were retried; it never exceeds
 	// MaxRetries.
@@ -166,8 +166,8 @@ type Job struct {
 	// Committed is the execution that passed the commit boundary, or the
 	// zero UUID.
 	Committed uuid.UUID
-	// CancelRequested is set when an active job was cancelled: the lease
-	// holder's next operation learns it.
+	// CancelRequested is set when a cancel aborted live executions: their
+	// holders' next lease operation learns it.
 	CancelRequested bool
 
 	// WakeAt is the earliest time at which Engine.Sweep has something to do

@@ -51,10 +51,9 @@ type Registry struct {
 // `policy.lease_ttl: invalid duration "5 s"`. ParseSpec never panics,
 // whatever data holds.
 //
-// ParseSpec remembers, for the life of the process, the registry name of
-// each classifier and once-only effect Run function it resolves, so that
-// MarshalSpec can write them back (Policy and EffectSpec have no field
-// holding those names).
+// Every function is resolved together with its name, kept in the Spec
+// (GuardName, EffectName, RunName, ClassifyName), so MarshalSpec can write
+// it back.
 func ParseSpec(data []byte, reg Registry) (Spec, error) {
 	var raw any
 	dec := json.NewDecoder(bytes.NewReader(data))

@@ -246,9 +246,10 @@ func (e *Engine) Heartbeat(ctx context.Context, lease Lease) (Lease, error) {
 	return lease, nil
 }
 
-// Start marks the execution IN_PROGRESS: the worker has begun the work. It
-// is optional (Commit accepts a LEASED execution) but tells a sweep that
-// finds the lease expired that work had begun. Errors as for Heartbeat.
+// Start marks the execution IN_PROGRESS: the worker has begun the work.
+// Commit accepts a LEASED execution unless the machine sets
+// Policy.RequireStart. Starting an execution already started changes
+// nothing. Errors as for Heartbeat.
 func (e *Engine) Start(ctx context.Context, lease Lease) (Job, error) {
 	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
 		x, err := leased(&cur, lease, now)
@@ -286,6 +287,9 @@ func (e *Engine) Advance(ctx context.Context, lease Lease, ev Event, c Call) (Jo
 	}
 	return e.update(ctx, lease.JobID, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
 		if _, err := leased(&cur, lease, now); err != nil {
+			return Write{}, err
+		}
+		if err := checkVersion(&cur.Job, c.IfVersion); err != nil {
 			return Write{}, err
 		}
 		if c.Actor == "" {

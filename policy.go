@@ -32,8 +32,9 @@ type Policy struct {
 	// FailOnLeaseLoss makes an expired lease a permanent failure of the job
 	// instead of a retryable one.
 	FailOnLeaseLoss bool
-	// LazyExpiry expires a job past its deadline when it is read
-	// (Engine.Get), not only when swept (seed 003).
+	// LazyExpiry expires a job past its deadline as soon as anything
+	// touches it (Engine.Get or any operation, in a write of its own before
+	// the operation), not only when swept (seed 003).
 	LazyExpiry bool
 	// DerivedState declares that the job's state is a projection of its
 	// executions (seed 002): the table may hold lifecycle rules only, the

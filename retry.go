@@ -179,8 +179,9 @@ func Retryable(err error) error {
 	return &classifiedError{err: err, class: ClassRetryable}
 }
 
-// RetryAfter marks err as retryable after at least d (seed 004: HTTP 429
-// with Retry-After), instead of the backoff's delay.
+// RetryAfter marks err as retryable after d (seed 004: HTTP 429 with
+// Retry-After), instead of the backoff's delay; a d of zero keeps the
+// backoff.
 func RetryAfter(err error, d time.Duration) error {
 	if err == nil {
 		return nil

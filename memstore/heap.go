@@ -1,43 +1,71 @@
 package memstore
 
-import "bytes"
+import (
+	"bytes"
+	"math"
+	"time"
 
-// heap is a binary min-heap of entries that records each entry's position
-// in the entry itself, so that an entry can be moved or removed in
-// O(log n) when its job changes.
+	"github.com/google/uuid"
+)
+
+// heap is a binary min-heap of entries. Each item carries its sort key,
+// so that sifting compares contiguous memory instead of chasing entries,
+// and each entry records its position, so that it can be moved or removed
+// in O(log n) when its job changes.
 type heap struct {
-	items []*entry
-	less  func(a, b *entry) bool
+	items []item
+	key   func(e *entry) key
 	pos   func(e *entry) *int
 }
 
-func newHeap(less func(a, b *entry) bool, pos func(e *entry) *int) *heap {
-	return &heap{less: less, pos: pos}
+// key orders heap items: a, then b, then c, then the job id.
+type key struct {
+	a, b, c int64
+	id      uuid.UUID
 }
 
-// readyLess is claim order: not-before, then priority (higher first), then
+type item struct {
+	key
+	e *entry
+}
+
+func (k *key) less(o *key) bool {
+	switch {
+	case k.a != o.a:
+		return k.a < o.a
+	case k.b != o.b:
+		return k.b < o.b
+	case k.c != o.c:
+		return k.c < o.c
+	}
+	return bytes.Compare(k.id[:], o.id[:]) < 0
+}
+
+func newHeap(key func(e *entry) key, pos func(e *entry) *int) *heap {
+	return &heap{key: key, pos: pos}
+}
+
+// nanos maps a time to an int64 that sorts like it, the zero time first.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return math.MinInt64
+	}
+	return t.UnixNano()
+}
+
+// readyKey is claim order: not-before, then priority (higher first), then
 // creation time, then id.
-func readyLess(a, b *entry) bool {
-	x, y := &a.job, &b.job
-	if !x.NotBefore.Equal(y.NotBefore) {
-		return x.NotBefore.Before(y.NotBefore)
-	}
-	if x.Priority != y.Priority {
-		return x.Priority > y.Priority
-	}
-	if !x.CreatedAt.Equal(y.CreatedAt) {
-		return x.CreatedAt.Before(y.CreatedAt)
-	}
-	return bytes.Compare(x.ID[:], y.ID[:]) < 0
+func readyKey(e *entry) key {
+	j := &e.job
+	return key{a: nanos(j.NotBefore), b: -int64(j.Priority), c: nanos(j.CreatedAt), id: j.ID}
 }
 
-// wakeLess orders by wake time, then id.
-func wakeLess(a, b *entry) bool {
-	if !a.job.WakeAt.Equal(b.job.WakeAt) {
-		return a.job.WakeAt.Before(b.job.WakeAt)
-	}
-	return bytes.Compare(a.job.ID[:], b.job.ID[:]) < 0
+// wakeKey orders by wake time, then id.
+func wakeKey(e *entry) key {
+	return key{a: nanos(e.job.WakeAt), id: e.job.ID}
 }
+
+func (h *heap) less(i, j int) bool { return h.items[i].key.less(&h.items[j].key) }
 
 // set puts e in the heap at its right place when in is true, and takes it
 // out otherwise.
@@ -46,9 +74,14 @@ func (h *heap) set(e *entry, in bool) {
 	switch {
 	case in && *p < 0:
 		*p = len(h.items)
-		h.items = append(h.items, e)
+		h.items = append(h.items, item{key: h.key(e), e: e})
 		h.up(*p)
 	case in:
+		k := h.key(e)
+		if h.items[*p].key == k {
+			return // unchanged: nothing to move
+		}
+		h.items[*p].key = k
 		if !h.down(*p) {
 			h.up(*p)
 		}
@@ -57,7 +90,7 @@ func (h *heap) set(e *entry, in bool) {
 		if i != last {
 			h.swap(i, last)
 		}
-		h.items[last] = nil
+		h.items[last] = item{}
 		h.items = h.items[:last]
 		*p = -1
 		if i != last {
@@ -70,14 +103,14 @@ func (h *heap) set(e *entry, in bool) {
 
 func (h *heap) swap(i, j int) {
 	h.items[i], h.items[j] = h.items[j], h.items[i]
-	*h.pos(h.items[i]) = i
-	*h.pos(h.items[j]) = j
+	*h.pos(h.items[i].e) = i
+	*h.pos(h.items[j].e) = j
 }
 
 func (h *heap) up(i int) {
 	for i > 0 {
 		parent := (i - 1) / 2
-		if !h.less(h.items[i], h.items[parent]) {
+		if !h.less(i, parent) {
 			return
 		}
 		h.swap(i, parent)
@@ -94,10 +127,10 @@ func (h *heap) down(i int) bool {
 			break
 		}
 		m := l
-		if r := l + 1; r < n && h.less(h.items[r], h.items[l]) {
+		if r := l + 1; r < n && h.less(r, l) {
 			m = r
 		}
-		if !h.less(h.items[m], h.items[i]) {
+		if !h.less(m, i) {
 			break
 		}
 		h.swap(i, m)
@@ -111,11 +144,11 @@ func (h *heap) down(i int) bool {
 // entry it fails for every later one, so whole subtrees are skipped. The
 // cost is O(k log k) for k entries looked at.
 func (h *heap) walk(visit func(e *entry) bool, in func(e *entry) bool) {
-	if len(h.items) == 0 || !in(h.items[0]) {
+	if len(h.items) == 0 || !in(h.items[0].e) {
 		return
 	}
 	// The root is the first entry in heap order: most walks stop there.
-	if !visit(h.items[0]) {
+	if !visit(h.items[0].e) {
 		return
 	}
 	// frontier is a small min-heap of indices into h.items.
@@ -125,7 +158,7 @@ func (h *heap) walk(visit func(e *entry) bool, in func(e *entry) bool) {
 	f.push(2, in)
 	for len(f.idx) > 0 {
 		i := f.pop()
-		if !visit(h.items[i]) {
+		if !visit(h.items[i].e) {
 			return
 		}
 		f.push(2*i+1, in)
@@ -139,10 +172,10 @@ type frontier struct {
 	idx []int
 }
 
-func (f *frontier) less(a, b int) bool { return f.h.less(f.h.items[a], f.h.items[b]) }
+func (f *frontier) less(a, b int) bool { return f.h.less(a, b) }
 
 func (f *frontier) push(i int, in func(e *entry) bool) {
-	if i >= len(f.h.items) || !in(f.h.items[i]) {
+	if i >= len(f.h.items) || !in(f.h.items[i].e) {
 		return
 	}
 	f.idx = append(f.idx, i)

@@ -108,7 +108,7 @@ func New() *Store {
 		jobs:   make(map[uuid.UUID]*entry),
 		keys:   make(map[keyID]*entry),
 		ready:  make(map[string]*heap),
-		wake:   newHeap(wakeLess, func(e *entry) *int { return &e.wakeAt }),
+		wake:   newHeap(wakeKey, func(e *entry) *int { return &e.wakeAt }),
 		leased: make(map[*entry]struct{}),
 		seed:   maphash.MakeSeed(),
 	}
@@ -442,7 +442,7 @@ func (s *Store) record(e *entry, recs []jobstate.Transition) {
 func (s *Store) reindex(e *entry) {
 	h := s.ready[e.job.Machine]
 	if h == nil {
-		h = newHeap(readyLess, func(e *entry) *int { return &e.readyAt })
+		h = newHeap(readyKey, func(e *entry) *int { return &e.readyAt })
 		s.ready[e.job.Machine] = h
 	}
 	h.set(e, e.job.Kind == jobstate.KindReady)

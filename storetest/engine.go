@@ -53,6 +53,9 @@ func RunEngine(t *testing.T, newStore NewStore) {
 		{"FireCannotMoveALeasedJob", testFireNeedsLease},
 		{"RecoverWorkerAtStartUp", testRecoverWorker},
 		{"RequireStartBeforeCommit", testRequireStart},
+		{"CommittedJobOnlyFinishes", testCommittedOnlyFinishes},
+		{"RetryWithoutRouteFails", testRetryWithoutRoute},
+		{"IfVersionOnEveryCall", testIfVersion},
 		{"StressWorkersCrashes", testStress},
 	}
 	for _, tc := range tests {
@@ -1001,5 +1004,83 @@ func testRequireStart(t *testing.T, newStore NewStore) {
 	_, err = f.eng.Start(f.ctx, c.Lease)
 	require.NoError(t, err, "a repeated start changes nothing and succeeds")
 	_, err = f.eng.Succeed(f.ctx, c.Lease, jobstate.CommitInput{})
+	assert.NoError(t, err)
+}
+
+// testCommittedOnlyFinishes: a committed job leaves its active states only
+// by finishing, even through a user rule into a success state.
+func testCommittedOnlyFinishes(t *testing.T, newStore NewStore) {
+	spec := m.DeliverySpec()
+	spec.Rules = append(spec.Rules, jobstate.Rule{From: []jobstate.State{m.DStreaming}, Event: "ack", To: m.DDelivered})
+	f := newFixture(t, newStore, nil, spec)
+	j := f.create("delivery", jobstate.NewJob{})
+	c := f.claim("delivery", "w")
+	for _, ev := range []jobstate.Event{m.StartDownload, m.Stream} {
+		_, err := f.eng.Advance(f.ctx, c.Lease, ev, jobstate.Call{})
+		require.NoError(t, err)
+	}
+	_, err := f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{})
+	require.NoError(t, err)
+	before := f.snapshot(j.ID)
+	_, err = f.eng.Advance(f.ctx, c.Lease, "ack", jobstate.Call{})
+	assert.ErrorIs(t, err, jobstate.ErrAlreadyCommitted)
+	assert.Equal(t, before, f.snapshot(j.ID))
+	got, err := f.eng.Finish(f.ctx, c.Lease)
+	require.NoError(t, err)
+	assert.Equal(t, m.DDelivered, got.State)
+}
+
+// testRetryWithoutRoute: a per-job retry override on a machine without
+// retry rules makes a retryable failure fail the job, not stick it.
+func testRetryWithoutRoute(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, toggleLikeSpec())
+	f.create("plain", jobstate.NewJob{Retry: &jobstate.RetryPolicy{MaxRetries: 5}})
+	c := f.claim("plain", "w")
+	got, err := f.eng.Fail(f.ctx, c.Lease, errors.New("flaky"))
+	require.NoError(t, err)
+	assert.Equal(t, jobstate.State("failed"), got.State)
+	k := f.create("plain", jobstate.NewJob{Retry: &jobstate.RetryPolicy{MaxRetries: 5}})
+	f.claim("plain", "w")
+	f.clock.Advance(time.Hour)
+	r := f.sweep()
+	assert.Equal(t, 1, r.Failed, "a lost lease with no retry route fails the job")
+	assert.Equal(t, jobstate.State("failed"), f.get(k.ID).State)
+}
+
+// toggleLikeSpec is a machine with no retry route: ready → run → done or
+// failed.
+func toggleLikeSpec() jobstate.Spec {
+	return jobstate.Spec{
+		Name: "plain",
+		States: []jobstate.StateSpec{
+			{Name: "ready", Kind: jobstate.KindReady},
+			{Name: "run", Kind: jobstate.KindActive},
+			{Name: "done", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
+			{Name: "failed", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
+		},
+		Initial: "ready",
+		Rules: []jobstate.Rule{
+			{From: []jobstate.State{"ready"}, Event: jobstate.EventClaim, To: "run"},
+			{From: []jobstate.State{"run"}, Event: jobstate.EventSucceed, To: "done"},
+			{From: []jobstate.State{"run"}, Event: jobstate.EventFail, To: "failed"},
+		},
+	}
+}
+
+func testIfVersion(t *testing.T, newStore NewStore) {
+	var refunds counter
+	f := newFixture(t, newStore, nil, m.DeliverySpec(), m.BountySpec(refunds.effect))
+	j := f.create("delivery", jobstate.NewJob{})
+	c := f.claim("delivery", "w")
+	_, err := f.eng.Advance(f.ctx, c.Lease, m.StartDownload, jobstate.Call{IfVersion: c.Job.Version + 7})
+	assert.ErrorIs(t, err, jobstate.ErrVersionConflict)
+	_, err = f.eng.Advance(f.ctx, c.Lease, m.StartDownload, jobstate.Call{IfVersion: f.get(j.ID).Version})
+	assert.NoError(t, err)
+	b := f.create("bounty", jobstate.NewJob{Owner: "buyer"})
+	got := f.fire(b.ID, jobstate.EventCancel, "buyer")
+	_, err = f.eng.Apply(f.ctx, b.ID, "refund", jobstate.Call{Actor: "buyer", IfVersion: got.Version - 1})
+	assert.ErrorIs(t, err, jobstate.ErrVersionConflict)
+	assert.Zero(t, refunds.get())
+	_, err = f.eng.Apply(f.ctx, b.ID, "refund", jobstate.Call{Actor: "buyer", IfVersion: got.Version})
 	assert.NoError(t, err)
 }
