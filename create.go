@@ -147,3 +147,65 @@ func (e *Engine) Create(ctx context.Context, nj NewJob) (Created, error) {
 	}
 	return Created{Job: job, Existing: !created}, nil
 }
+
+// EventRedrive is the event named in refusals of Engine.Redrive; it is no
+// rule of any table.
+const EventRedrive Event = "redrive"
+
+// RedriveEffect is the name of the once-only effect Engine.Redrive records
+// on the job it runs again.
+const RedriveEffect = "redrive"
+
+// Redrive runs a finished job again, as an explicit, recorded operator
+// action, where the machine allows it (Policy.RedriveFrom; seed 000's
+// dead_letter). Terminal states stay final: the job itself does not move.
+// Instead a new job is created, on the same machine, with the same payload,
+// owner and priority, and with the job's retry settings, through the
+// machine's creation guard and effect; its creation record names the
+// operator (Call.Actor) and the job it redrives. The old job records the
+// once-only effect RedriveEffect, so a job is redriven at most once.
+//
+// Errors: ErrNotFound; a *TransitionError with ErrInvalidTransition when
+// the job's state is not one the machine redrives from; ErrEffectApplied
+// when it was redriven already; the creation guard's refusal or effect's
+// error. The new job is created inside the old job's atomic update: on an
+// error nothing is written (in a store whose Create does not share the
+// update's transaction, a store failure between the two writes can leave
+// the new job without the old job's record).
+func (e *Engine) Redrive(ctx context.Context, id uuid.UUID, c Call) (Job, error) {
+	var created Job
+	_, err := e.update(ctx, id, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+		if err := checkVersion(&cur.Job, c.IfVersion); err != nil {
+			return Write{}, err
+		}
+		if !containsState(def.policy.RedriveFrom, cur.Job.State) {
+			return Write{}, def.refuse(&cur.Job, EventRedrive, ErrInvalidTransition, nil)
+		}
+		for _, r := range cur.Effects {
+			if r.Name == RedriveEffect {
+				return Write{}, fmt.Errorf("%w: job %s was redriven at %s", ErrEffectApplied, id, r.At.Format(time.RFC3339Nano))
+			}
+		}
+		old := cur.Job
+		nj := NewJob{
+			Machine: old.Machine, Payload: old.Payload, Owner: old.Owner, Priority: old.Priority,
+			Retry: &RetryPolicy{MaxRetries: old.MaxRetries, Backoff: e.backoff(def, &old)},
+			Actor: c.Actor, Reason: fmt.Sprintf("redrive of job %s", old.ID), Args: c.Args,
+		}
+		if c.Reason != "" {
+			nj.Reason += ": " + c.Reason
+		}
+		res, err := e.Create(ctx, nj)
+		if err != nil {
+			return Write{}, err
+		}
+		created = res.Job
+		w := bump(def, &cur, now)
+		w.Effects = []EffectRecord{{Name: RedriveEffect, Actor: c.Actor, At: now}}
+		return w, nil
+	})
+	if err != nil {
+		return Job{}, err
+	}
+	return created, nil
+}

@@ -222,6 +222,7 @@ func NewDefinition(spec Spec) (*Definition, error) {
 		d.effects = append(d.effects, ef)
 	}
 	d.policy.Idempotency.ReleaseIn = append([]State(nil), spec.Policy.Idempotency.ReleaseIn...)
+	d.policy.RedriveFrom = append([]State(nil), spec.Policy.RedriveFrom...)
 	d.initial = startState(&spec)
 	d.start = d.byName[d.initial]
 	return d, nil
@@ -237,6 +238,7 @@ func (d *Definition) Initial() State { return d.initial }
 func (d *Definition) Policy() Policy {
 	p := d.policy
 	p.Idempotency.ReleaseIn = append([]State(nil), p.Idempotency.ReleaseIn...)
+	p.RedriveFrom = append([]State(nil), p.RedriveFrom...)
 	return p
 }
 

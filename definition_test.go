@@ -135,6 +135,8 @@ func TestValidationProblems(t *testing.T) {
 		{"derived with user events", func(s *jobstate.Spec) { s.Policy.DerivedState = true }, `user event "submit" is not allowed`},
 		{"effect without run", func(s *jobstate.Spec) { s.Effects = []jobstate.EffectSpec{{Name: "refund"}} }, `effect "refund" has no Run function`},
 		{"empty event", func(s *jobstate.Spec) { s.Rules[0].Event = "" }, "has an empty event"},
+		{"redrive from a live state", func(s *jobstate.Spec) { s.Policy.RedriveFrom = states("ready") }, `policy RedriveFrom names ready state "ready"; only terminal jobs are redriven`},
+		{"redrive from an unknown state", func(s *jobstate.Spec) { s.Policy.RedriveFrom = states("gone") }, `policy RedriveFrom names unknown state "gone"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -185,6 +185,7 @@ type policyJSON struct {
 	LazyExpiry      bool       `json:"lazy_expiry,omitempty"`
 	DerivedState    bool       `json:"derived_state,omitempty"`
 	Idempotency     *idemJSON  `json:"idempotency,omitempty"`
+	RedriveFrom     []string   `json:"redrive_from,omitempty"`
 }
 
 type retryJSON struct {
@@ -260,6 +261,7 @@ func (js *specJSON) spec(reg Registry, p *problems) Spec {
 		pol.FailOnLeaseLoss = pj.FailOnLeaseLoss
 		pol.LazyExpiry = pj.LazyExpiry
 		pol.DerivedState = pj.DerivedState
+		pol.RedriveFrom = toStates(pj.RedriveFrom)
 		if ij := pj.Idempotency; ij != nil {
 			pol.Idempotency.Retention = duration("policy.idempotency.retention", ij.Retention, p)
 			pol.Idempotency.ReleaseIn = toStates(ij.ReleaseIn)
@@ -514,6 +516,7 @@ func policyToJSON(pol Policy, p *problems) *policyJSON {
 		FailOnLeaseLoss: pol.FailOnLeaseLoss,
 		LazyExpiry:      pol.LazyExpiry,
 		DerivedState:    pol.DerivedState,
+		RedriveFrom:     fromStatesOrNil(pol.RedriveFrom),
 	}
 	if r := pol.Retry; r.MaxRetries != 0 || r.Backoff != (Backoff{}) {
 		pj.Retry = &retryJSON{MaxRetries: r.MaxRetries}
@@ -531,7 +534,7 @@ func policyToJSON(pol Policy, p *problems) *policyJSON {
 	if id := pol.Idempotency; id.Retention != 0 || len(id.ReleaseIn) > 0 {
 		pj.Idempotency = &idemJSON{Retention: durationText(id.Retention), ReleaseIn: fromStates(id.ReleaseIn)}
 	}
-	if *pj == (policyJSON{}) {
+	if reflect.DeepEqual(*pj, policyJSON{}) {
 		return nil
 	}
 	return pj
@@ -564,4 +567,13 @@ func durationText(d time.Duration) string {
 		return ""
 	}
 	return d.String()
+}
+
+// fromStatesOrNil is fromStates, but nil for an empty list, for optional
+// fields left out when empty.
+func fromStatesOrNil(list []State) []string {
+	if len(list) == 0 {
+		return nil
+	}
+	return fromStates(list)
 }

@@ -42,6 +42,9 @@ type Policy struct {
 	DerivedState bool
 	// Idempotency says when a job stops holding its idempotency key.
 	Idempotency IdempotencyPolicy
+	// RedriveFrom lists the terminal states (seed 000: dead_letter) whose
+	// jobs an operator may run again with Engine.Redrive.
+	RedriveFrom []State
 }
 
 func (p Policy) withDefaults() Policy {
@@ -71,6 +74,13 @@ func validatePolicy(spec *Spec, kinds map[State]StateSpec, p *problems) {
 	for _, s := range pol.Idempotency.ReleaseIn {
 		if _, ok := kinds[s]; !ok {
 			p.add("policy Idempotency.ReleaseIn names unknown state %q", s)
+		}
+	}
+	for _, st := range pol.RedriveFrom {
+		if s, ok := kinds[st]; !ok {
+			p.add("policy RedriveFrom names unknown state %q", st)
+		} else if s.Kind != KindTerminal {
+			p.add("policy RedriveFrom names %s state %q; only terminal jobs are redriven", s.Kind, st)
 		}
 	}
 	if pol.DerivedState {

@@ -56,6 +56,7 @@ func RunEngine(t *testing.T, newStore NewStore) {
 		{"CommittedJobOnlyFinishes", testCommittedOnlyFinishes},
 		{"RetryWithoutRouteFails", testRetryWithoutRoute},
 		{"IfVersionOnEveryCall", testIfVersion},
+		{"RedriveDeadLetter", testRedrive},
 		{"StressWorkersCrashes", testStress},
 	}
 	for _, tc := range tests {
@@ -1083,4 +1084,52 @@ func testIfVersion(t *testing.T, newStore NewStore) {
 	assert.Zero(t, refunds.get())
 	_, err = f.eng.Apply(f.ctx, b.ID, "refund", jobstate.Call{Actor: "buyer", IfVersion: got.Version})
 	assert.NoError(t, err)
+}
+
+// testRedrive: an operator runs a dead-lettered job again; the dead letter
+// stays final, a new job takes its place, once.
+func testRedrive(t *testing.T, newStore NewStore) {
+	var credits counter
+	spec := m.ImageSpec()
+	spec.Policy.RedriveFrom = []jobstate.State{m.IDeadLetter}
+	spec.Create.Effect = credits.effect
+	f := newFixture(t, newStore, nil, spec)
+	j := f.create("image", jobstate.NewJob{Payload: []byte("a fox"), Owner: "alice", Priority: 3})
+	_, err := f.eng.Redrive(f.ctx, j.ID, jobstate.Call{Actor: "ops"})
+	assert.ErrorIs(t, err, jobstate.ErrInvalidTransition, "only from the states the machine names")
+	for i := 0; i < 4; i++ {
+		c := f.claim("image", "w")
+		_, err := f.eng.Fail(f.ctx, c.Lease, errors.New("API 500"))
+		require.NoError(t, err)
+		f.clock.Advance(time.Minute)
+		f.sweep()
+	}
+	dead := f.snapshot(j.ID)
+	require.Equal(t, m.IDeadLetter, dead.Job.State)
+
+	n, err := f.eng.Redrive(f.ctx, j.ID, jobstate.Call{Actor: "ops", Reason: "API fixed"})
+	require.NoError(t, err)
+	assert.NotEqual(t, j.ID, n.ID)
+	assert.Equal(t, m.IQueued, n.State)
+	assert.Equal(t, []byte("a fox"), n.Payload)
+	assert.Equal(t, "alice", n.Owner)
+	assert.Equal(t, 3, n.Priority)
+	assert.Equal(t, 3, n.MaxRetries)
+	assert.Equal(t, int64(2), credits.get(), "the new job goes through the creation effect")
+	h, err := f.eng.History(f.ctx, n.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "ops", h[0].Actor)
+	assert.Contains(t, h[0].Reason, j.ID.String())
+	assert.Contains(t, h[0].Reason, "API fixed")
+
+	after := f.snapshot(j.ID)
+	assert.Equal(t, m.IDeadLetter, after.Job.State, "the dead letter stays final")
+	assert.Equal(t, dead.History, after.History)
+	require.Len(t, after.Effects, 1)
+	assert.Equal(t, jobstate.RedriveEffect, after.Effects[0].Name)
+	assert.Equal(t, "ops", after.Effects[0].Actor)
+
+	_, err = f.eng.Redrive(f.ctx, j.ID, jobstate.Call{Actor: "ops"})
+	assert.ErrorIs(t, err, jobstate.ErrEffectApplied, "a job is redriven once")
+	assert.Equal(t, int64(2), credits.get())
 }
