@@ -94,26 +94,32 @@ func toggleSpec() jobstate.Spec {
 }
 
 // BenchmarkFire measures Engine.Fire of a user event through memstore: one
-// atomic update with its transition record, over 10,000 jobs in turn.
+// atomic update with its transition record, each move entering or leaving
+// the claim index. It cycles over 100 jobs (hot in the cache: the cost of
+// the library) and over 10,000 (mostly cold: the cost a large store adds).
 func BenchmarkFire(b *testing.B) {
-	eng, _, _ := benchEngine(b, toggleSpec())
-	ctx := context.Background()
-	ids := make([]uuid.UUID, 10_000)
-	for i := range ids {
-		c, err := eng.Create(ctx, jobstate.NewJob{Machine: "toggle"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ids[i] = c.Job.ID
-	}
-	events := [2]jobstate.Event{"flip", "flop"}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		// Each pass over the jobs fires one event on each, alternating.
-		if _, err := eng.Fire(ctx, ids[i%len(ids)], events[(i/len(ids))&1], jobstate.Call{}); err != nil {
-			b.Fatal(err)
-		}
+	for _, n := range []int{100, 10_000} {
+		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
+			eng, _, _ := benchEngine(b, toggleSpec())
+			ctx := context.Background()
+			ids := make([]uuid.UUID, n)
+			for i := range ids {
+				c, err := eng.Create(ctx, jobstate.NewJob{Machine: "toggle"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ids[i] = c.Job.ID
+			}
+			events := [2]jobstate.Event{"flip", "flop"}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				// Each pass over the jobs fires one event on each, alternating.
+				if _, err := eng.Fire(ctx, ids[i%n], events[(i/n)&1], jobstate.Call{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
