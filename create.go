@@ -80,17 +80,30 @@ type Created struct {
 // negative TTL or an invalid Retry override, ErrKeyConflict, guard
 // refusals, the effect's error. No error leaves anything written.
 func (e *Engine) Create(ctx context.Context, nj NewJob) (Created, error) {
-	def, err := e.machine(nj.Machine)
+	c, rec, err := e.create(ctx, nj)
 	if err != nil {
 		return Created{}, err
 	}
+	if !c.Existing {
+		e.notify(ctx, c.Job, []Transition{rec})
+	}
+	return c, nil
+}
+
+// create is Create without telling the observers; it returns the creation
+// record for the caller to tell them.
+func (e *Engine) create(ctx context.Context, nj NewJob) (Created, Transition, error) {
+	def, err := e.machine(nj.Machine)
+	if err != nil {
+		return Created{}, Transition{}, err
+	}
 	if nj.TTL < 0 {
-		return Created{}, fmt.Errorf("%w: negative TTL %s", ErrInvalidArgument, nj.TTL)
+		return Created{}, Transition{}, fmt.Errorf("%w: negative TTL %s", ErrInvalidArgument, nj.TTL)
 	}
 	retry := def.policy.Retry
 	if nj.Retry != nil {
 		if err := nj.Retry.validate(); err != nil {
-			return Created{}, fmt.Errorf("%w: retry override: %v", ErrInvalidArgument, err)
+			return Created{}, Transition{}, fmt.Errorf("%w: retry override: %v", ErrInvalidArgument, err)
 		}
 		retry = *nj.Retry
 	}
@@ -130,22 +143,19 @@ func (e *Engine) Create(ctx context.Context, nj NewJob) (Created, error) {
 				return nil, &TransitionError{Machine: def.name, Event: EventCreate, Err: ErrGuardRefused, Cause: err}
 			}
 		}
+		job.WakeAt = def.wakeAt(&job)
+		rec = Transition{JobID: id, Version: 1, Event: EventCreate, To: init.Name, Actor: nj.Actor, Reason: nj.Reason, At: now}
 		if fx := def.create.Effect; fx != nil {
-			if err := fx(ctx, job); err != nil {
+			if err := fx(context.WithValue(ctx, firingKey{}, Firing{Transition: rec, Args: nj.Args}), job); err != nil {
 				return nil, err
 			}
 		}
-		job.WakeAt = def.wakeAt(&job)
-		rec = Transition{JobID: id, Version: 1, Event: EventCreate, To: init.Name, Actor: nj.Actor, Reason: nj.Reason, At: now}
 		return &Write{Job: job, Transitions: []Transition{rec}}, nil
 	})
 	if err != nil {
-		return Created{}, err
+		return Created{}, Transition{}, err
 	}
-	if created {
-		e.notify(ctx, job, []Transition{rec})
-	}
-	return Created{Job: job, Existing: !created}, nil
+	return Created{Job: job, Existing: !created}, rec, nil
 }
 
 // EventRedrive is the event named in refusals of Engine.Redrive; it is no
@@ -173,7 +183,8 @@ const RedriveEffect = "redrive"
 // update's transaction, a store failure between the two writes can leave
 // the new job without the old job's record).
 func (e *Engine) Redrive(ctx context.Context, id uuid.UUID, c Call) (Job, error) {
-	var created Job
+	var created Created
+	var rec Transition
 	_, err := e.update(ctx, id, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
 		if err := checkVersion(&cur.Job, c.IfVersion); err != nil {
 			return Write{}, err
@@ -195,11 +206,10 @@ func (e *Engine) Redrive(ctx context.Context, id uuid.UUID, c Call) (Job, error)
 		if c.Reason != "" {
 			nj.Reason += ": " + c.Reason
 		}
-		res, err := e.Create(ctx, nj)
-		if err != nil {
+		var err error
+		if created, rec, err = e.create(ctx, nj); err != nil {
 			return Write{}, err
 		}
-		created = res.Job
 		w := bump(def, &cur, now)
 		w.Effects = []EffectRecord{{Name: RedriveEffect, Actor: c.Actor, At: now}}
 		return w, nil
@@ -207,5 +217,8 @@ func (e *Engine) Redrive(ctx context.Context, id uuid.UUID, c Call) (Job, error)
 	if err != nil {
 		return Job{}, err
 	}
-	return created, nil
+	// Told only now, so that an observer acting on the old job does not
+	// wait on the update that created the new one.
+	e.notify(ctx, created.Job, []Transition{rec})
+	return created.Job, nil
 }

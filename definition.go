@@ -97,7 +97,8 @@ type EffectFunc func(ctx context.Context, job Job) error
 // CreateSpec declares what runs when a job is created: a guard that may
 // refuse creation (seed 000: prompt validation, quota) and an effect run
 // once, atomically with the insert (seed 000: credit reservation). An
-// idempotent create that returns an existing job runs neither.
+// idempotent create that returns an existing job runs neither. FiringOf
+// gives the effect the creation record (actor, reason) and NewJob.Args.
 type CreateSpec struct {
 	Guard      Guard
 	GuardName  string

@@ -134,6 +134,9 @@ func TestValidationProblems(t *testing.T) {
 		{"release in unknown state", func(s *jobstate.Spec) { s.Policy.Idempotency.ReleaseIn = states("gone") }, `policy Idempotency.ReleaseIn names unknown state "gone"`},
 		{"derived with user events", func(s *jobstate.Spec) { s.Policy.DerivedState = true }, `user event "submit" is not allowed`},
 		{"effect without run", func(s *jobstate.Spec) { s.Effects = []jobstate.EffectSpec{{Name: "refund"}} }, `effect "refund" has no Run function`},
+		{"reserved effect name", func(s *jobstate.Spec) {
+			s.Effects = []jobstate.EffectSpec{{Name: jobstate.RedriveEffect, Run: func(context.Context, jobstate.Job) error { return nil }}}
+		}, `effect "redrive": the name is reserved`},
 		{"empty event", func(s *jobstate.Spec) { s.Rules[0].Event = "" }, "has an empty event"},
 		{"redrive from a live state", func(s *jobstate.Spec) { s.Policy.RedriveFrom = states("ready") }, `policy RedriveFrom names ready state "ready"; only terminal jobs are redriven`},
 		{"redrive from an unknown state", func(s *jobstate.Spec) { s.Policy.RedriveFrom = states("gone") }, `policy RedriveFrom names unknown state "gone"`},

@@ -103,6 +103,8 @@ func validatePolicy(spec *Spec, kinds map[State]StateSpec, p *problems) {
 			p.add("effect %q is declared twice", ef.Name)
 		case ef.Run == nil:
 			p.add("effect %q has no Run function", ef.Name)
+		case ef.Name == RedriveEffect:
+			p.add("effect %q: the name is reserved for Engine.Redrive's record", ef.Name)
 		}
 		names[ef.Name] = true
 		for _, s := range ef.In {

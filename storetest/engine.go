@@ -57,6 +57,7 @@ func RunEngine(t *testing.T, newStore NewStore) {
 		{"RetryWithoutRouteFails", testRetryWithoutRoute},
 		{"IfVersionOnEveryCall", testIfVersion},
 		{"RedriveDeadLetter", testRedrive},
+		{"RedriveObserverAndFiring", testRedriveObserverAndFiring},
 		{"StressWorkersCrashes", testStress},
 	}
 	for _, tc := range tests {
@@ -1132,4 +1133,38 @@ func testRedrive(t *testing.T, newStore NewStore) {
 	_, err = f.eng.Redrive(f.ctx, j.ID, jobstate.Call{Actor: "ops"})
 	assert.ErrorIs(t, err, jobstate.ErrEffectApplied, "a job is redriven once")
 	assert.Equal(t, int64(2), credits.get())
+}
+
+// testRedriveObserverAndFiring: observers hear of the new job after the
+// old job's update, so they may act on the old job; the creation effect
+// sees the creation record through FiringOf.
+func testRedriveObserverAndFiring(t *testing.T, newStore NewStore) {
+	var reasons []string
+	spec := m.ImageSpec()
+	spec.Policy.RedriveFrom = []jobstate.State{m.IRejected}
+	spec.Create.Effect = func(ctx context.Context, j jobstate.Job) error {
+		f, ok := jobstate.FiringOf(ctx)
+		require.True(t, ok)
+		reasons = append(reasons, f.Transition.Actor+": "+f.Transition.Reason)
+		return nil
+	}
+	var f *fixture
+	var old uuid.UUID
+	var touched bool
+	obs := jobstate.WithObserver(func(ctx context.Context, j jobstate.Job, tr jobstate.Transition) {
+		if tr.Event == jobstate.EventCreate && j.ID != old && old != uuid.Nil {
+			_, err := f.eng.Apply(ctx, old, "nothing", jobstate.Call{}) // takes the old job's lock
+			touched = errors.Is(err, jobstate.ErrUnknownEffect)
+		}
+	})
+	f = newFixture(t, newStore, []jobstate.Option{obs}, spec)
+	j := f.create("image", jobstate.NewJob{Actor: "alice", Reason: "first"})
+	f.fire(j.ID, m.Reject, "moderator")
+	old = j.ID
+	_, err := f.eng.Redrive(f.ctx, j.ID, jobstate.Call{Actor: "ops"})
+	require.NoError(t, err)
+	assert.True(t, touched, "the observer ran, and could use the old job")
+	require.Len(t, reasons, 2)
+	assert.Equal(t, "alice: first", reasons[0])
+	assert.Contains(t, reasons[1], "ops: redrive of job")
 }

@@ -4,7 +4,9 @@
 // a credit reservation made once at creation, are retried with exponential
 // backoff, end in "dead_letter" when their retries are spent, in "rejected"
 // when the safety filter blocks them (an audit record, no refund), and in
-// "completed" when the image is stored as an asset.
+// "completed" when the image is stored as an asset. After manual review an
+// operator may run a dead-lettered job again, once, as a new job
+// (Engine.Redrive); the user's reservation covers it (see App.Redrive).
 //
 //	go run ./examples/imagegen
 //
@@ -195,6 +197,12 @@ func NewDefinition(db *AppDB) (*jobstate.Definition, error) {
 				// not buy a second try at).
 				ReleaseIn: []jobstate.State{Failed, DeadLetter},
 			},
+			// The seed's "dead_letter: Max retries exceeded. Manual
+			// review?": after the review an operator may run the job
+			// again (App.Redrive, Engine.Redrive). dead_letter stays
+			// final; the run is a new job, made at most once per dead
+			// letter. completed and rejected are answers, not redriven.
+			RedriveFrom: []jobstate.State{DeadLetter},
 		},
 		Create: jobstate.CreateSpec{
 			Guard:      db.CreationGuard,
@@ -228,6 +236,34 @@ type Reservation struct {
 	At      time.Time
 }
 
+// Redrive is one entry of the registry of redriven jobs: Job was created
+// by Operator to run the dead-lettered job Of again, and is paid for by
+// the reservation that paid for Of.
+type Redrive struct {
+	Job      uuid.UUID
+	Of       uuid.UUID
+	Owner    string
+	Operator string
+	At       time.Time
+}
+
+// redriveMark is what App.Redrive tells the creation guard and effect of
+// the job it creates, through the context.
+type redriveMark struct {
+	of       uuid.UUID
+	operator string
+}
+
+// redriveKey is the context key of a redriveMark. It is unexported, so only
+// App.Redrive sets it.
+type redriveKey struct{}
+
+// redriveOf returns the mark of App.Redrive, if ctx carries one.
+func redriveOf(ctx context.Context) (redriveMark, bool) {
+	m, ok := ctx.Value(redriveKey{}).(redriveMark)
+	return m, ok
+}
+
 // AuditRecord is one line of the audit log.
 type AuditRecord struct {
 	Action string
@@ -258,6 +294,7 @@ type AppDB struct {
 	mu           sync.Mutex
 	balances     map[string]int
 	reservations []Reservation
+	redrives     []Redrive
 	audit        []AuditRecord
 	bucket       map[string][]byte
 	assets       []Asset
@@ -274,14 +311,20 @@ func NewAppDB(balances map[string]int) *AppDB {
 
 // CreationGuard is the guard of createJob: PromptGuard.validate() and
 // Quota.check(). (The seed's third guard, Idempotency.check, is the
-// engine's: the job's idempotency key.)
-func (db *AppDB) CreationGuard(_ context.Context, in jobstate.GuardInput) error {
+// engine's: the job's idempotency key.) The creation of a redrive
+// (App.Redrive) is validated but not checked against the quota: it costs
+// the user nothing (see ReserveCredits), so a user who has spent their
+// credits since still gets the image they paid for.
+func (db *AppDB) CreationGuard(ctx context.Context, in jobstate.GuardInput) error {
 	r, err := decodeRequest(in.Job.Payload)
 	if err != nil {
 		return fmt.Errorf("%w: unreadable request: %v", ErrInvalidPrompt, err)
 	}
 	if err := ValidatePrompt(r); err != nil {
 		return err
+	}
+	if _, ok := redriveOf(ctx); ok {
+		return nil
 	}
 	return db.CheckQuota(in.Job.Owner)
 }
@@ -301,9 +344,35 @@ func (db *AppDB) CheckQuota(user string) error {
 // checks the balance again as it deducts (a SQL ledger would do
 // UPDATE ... WHERE balance >= cost), so two different requests of one user
 // racing past the guard cannot overdraw it.
-func (db *AppDB) ReserveCredits(_ context.Context, job jobstate.Job) error {
+//
+// A redrive is not charged. The user paid for one image, with the
+// reservation of the job that was dead-lettered; the image never came, and
+// running the job again is the operator's decision after manual review,
+// not a new request of the user's. Charging it would be the double
+// deduction the seed's idempotency key exists to prevent, and the seed
+// settles reservations nowhere (no refund of the dead letter to offset
+// it). So the reservation carries over: instead of deducting, the effect
+// records the new job in the database's registry of redrives, atomically
+// with the insert, naming the dead letter whose reservation pays for it. A
+// redrive of a redriven job is covered the same way, by the first
+// reservation of the chain.
+//
+// The effect tells a redrive apart by the mark App.Redrive puts on the
+// context. It cannot use the creation record: the record (actor "ops",
+// reason "redrive of job <id>: ...") is written with the job after the
+// effect has run and is not handed to it (jobstate.FiringOf serves rule
+// effects only), and the job it receives carries the dead letter's payload
+// and owner, exactly like a fresh request from that user. The record stays
+// the audit trail; the tests check that it and the registry agree. A
+// caller of Engine.Redrive that bypasses App.Redrive is charged like any
+// creation.
+func (db *AppDB) ReserveCredits(ctx context.Context, job jobstate.Job) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if m, ok := redriveOf(ctx); ok {
+		db.redrives = append(db.redrives, Redrive{Job: job.ID, Of: m.of, Owner: job.Owner, Operator: m.operator, At: job.CreatedAt})
+		return nil
+	}
 	if have := db.balances[job.Owner]; have < CreditsPerImage {
 		return fmt.Errorf("%w: %s has %d credits, %d needed", ErrQuotaExceeded, job.Owner, have, CreditsPerImage)
 	}
@@ -364,6 +433,13 @@ func (db *AppDB) Reservations() []Reservation {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	return append([]Reservation(nil), db.reservations...)
+}
+
+// Redrives returns a copy of the registry of redriven jobs, in order.
+func (db *AppDB) Redrives() []Redrive {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return append([]Redrive(nil), db.redrives...)
 }
 
 // Audit returns a copy of the audit log, in order.
@@ -494,6 +570,17 @@ func (a *App) CreateJob(ctx context.Context, r Request) (jobstate.Created, error
 	})
 }
 
+// Redrive is the operator's action on a dead letter after manual review:
+// the job runs again as a new job, queued at once, which it returns.
+// Errors are Engine.Redrive's: a *jobstate.TransitionError with
+// jobstate.ErrInvalidTransition unless the job is in dead_letter,
+// jobstate.ErrEffectApplied if it was redriven already, jobstate.ErrNotFound.
+// The new job costs the user nothing (see ReserveCredits).
+func (a *App) Redrive(ctx context.Context, id uuid.UUID, operator, reason string) (jobstate.Job, error) {
+	ctx = context.WithValue(ctx, redriveKey{}, redriveMark{of: id, operator: operator})
+	return a.Eng.Redrive(ctx, id, jobstate.Call{Actor: operator, Reason: reason})
+}
+
 // Work is one pickup by a worker: claim the next due job and run it.
 // jobstate.ErrNoJob when nothing is due.
 func (a *App) Work(ctx context.Context, worker string) (jobstate.Job, error) {
@@ -600,7 +687,9 @@ func run(ctx context.Context, out io.Writer) error {
 	lighthouse := Request{UserID: "alice", Prompt: "a lighthouse at dusk, oil on canvas", Params: Params{Size: "1024x1024", Style: "painting"}}
 	skyline := Request{UserID: "bob", Prompt: "a city skyline in the rain", Params: Params{Size: "1024x1792"}}
 	battle := Request{UserID: "carol", Prompt: "a gory battle scene", Params: Params{Size: "512x512"}}
-	app.API.Script(skyline.Prompt, ErrAPI500, ErrAPITimeout, ErrAPI500)
+	// bob's four attempts fail; the fifth call, after the operator's
+	// review, gets its image.
+	app.API.Script(skyline.Prompt, ErrAPI500, ErrAPITimeout, ErrAPI500, ErrAPI500, nil)
 	app.API.Script(battle.Prompt, ErrSafetyBlock)
 
 	fmt.Fprintf(out, "Image generation (seed 000) on the in-memory store. Clock starts %s; one image costs %d credits.\n", start.Format("2006-01-02 15:04:05 MST"), CreditsPerImage)
@@ -633,10 +722,34 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(out, "\nCredits: %s (nothing refunded)\n", d.balances(users))
+	fmt.Fprintln(out, "\nOperator (manual review of the dead letter: the API outage is over)")
+	app.Clock.Advance(time.Minute)
+	job1, job2 := d.order[0], d.order[1]
+	for _, r := range []struct {
+		what string
+		id   uuid.UUID
+	}{
+		{"ops picks the wrong job", job1},
+		{"ops redrives the dead letter", job2},
+		{"ops clicks again", job2},
+	} {
+		if err := d.redrive(r.what, r.id, "ops", "reviewed: API outage over"); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(out, "\nWorker")
+	if err := d.work(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(out, "\nCredits: %s (nothing refunded, the redrive not charged)\n", d.balances(users))
 	fmt.Fprintln(out, "Reservations:")
 	for _, r := range app.DB.Reservations() {
 		fmt.Fprintf(out, "  %s  %-5s -%d credits for %s\n", r.At.Format("15:04:05"), r.User, r.Credits, d.names[r.JobID])
+	}
+	fmt.Fprintln(out, "Redrives:")
+	for _, r := range app.DB.Redrives() {
+		fmt.Fprintf(out, "  %s  %s runs %s's %s again as %s, paid by %s's reservation\n", r.At.Format("15:04:05"), r.Operator, r.Owner, d.names[r.Of], d.names[r.Job], d.names[r.Of])
 	}
 	fmt.Fprintln(out, "Audit log:")
 	for _, a := range app.DB.Audit() {
@@ -677,6 +790,37 @@ func (d *demo) create(what string, r Request) error {
 	d.names[c.Job.ID] = name
 	d.order = append(d.order, c.Job.ID)
 	fmt.Fprintf(d.out, "            %s created in %s; credits %d -> %d\n", name, c.Job.State, before, d.app.DB.Balance(r.UserID))
+	return nil
+}
+
+// redrive has operator run a job again and prints what came of it.
+func (d *demo) redrive(what string, id uuid.UUID, operator, reason string) error {
+	old, err := d.app.Eng.Get(d.ctx, id)
+	if err != nil {
+		return err
+	}
+	before := d.app.DB.Balance(old.Owner)
+	n, err := d.app.Redrive(d.ctx, id, operator, reason)
+	fmt.Fprintf(d.out, "  %s  %s: %s (%s's, %s), reason %q\n", d.app.Clock.Now().Format("15:04:05"), what, d.names[id], old.Owner, old.State, reason)
+	switch {
+	case errors.Is(err, jobstate.ErrInvalidTransition):
+		fmt.Fprintf(d.out, "            refused, nothing changed (%s): only dead_letter is redriven\n", jobstate.Code(err))
+		return nil
+	case errors.Is(err, jobstate.ErrEffectApplied):
+		fmt.Fprintf(d.out, "            refused, nothing changed (%s): a dead letter is redriven once\n", jobstate.Code(err))
+		return nil
+	case err != nil:
+		return err
+	}
+	after, err := d.app.Eng.Get(d.ctx, id)
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("job %d", len(d.order)+1)
+	d.names[n.ID] = name
+	d.order = append(d.order, n.ID)
+	fmt.Fprintf(d.out, "            %s created in %s; %s stays %s; %s's credits %d -> %d (%s's reservation covers it)\n",
+		name, n.State, d.names[id], after.State, n.Owner, before, d.app.DB.Balance(n.Owner), d.names[id])
 	return nil
 }
 
@@ -770,6 +914,19 @@ func (d *demo) history(id uuid.UUID) error {
 		}
 		line := fmt.Sprintf("    v%-2d %s  %-8s --%-7s--> %-11s %-8s %s", t.Version, t.At.Format("15:04:05"), from, t.Event, t.To, t.Actor, t.Reason)
 		fmt.Fprintln(d.out, strings.TrimRight(line, " "))
+	}
+	effects, err := d.app.Store.Effects(d.ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, ef := range effects {
+		what := ""
+		for _, r := range d.app.DB.Redrives() {
+			if ef.Name == jobstate.RedriveEffect && r.Of == id {
+				what = ": run again as " + d.names[r.Job]
+			}
+		}
+		fmt.Fprintf(d.out, "        %s  effect %q by %s%s (no transition record; the job stays %s, v%d)\n", ef.At.Format("15:04:05"), ef.Name, ef.Actor, what, job.State, job.Version)
 	}
 	return nil
 }

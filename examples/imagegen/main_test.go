@@ -103,6 +103,7 @@ type stored struct {
 	Job     jobstate.Job
 	History []jobstate.Transition
 	Execs   []jobstate.Execution
+	Effects []jobstate.EffectRecord
 }
 
 // snapshot loads everything stored about a job, to show that a refusal
@@ -116,6 +117,8 @@ func (h *harness) snapshot(id uuid.UUID) stored {
 	s.History, err = h.Store.History(h.ctx, id)
 	require.NoError(h.t, err)
 	s.Execs, err = h.Store.Executions(h.ctx, id)
+	require.NoError(h.t, err)
+	s.Effects, err = h.Store.Effects(h.ctx, id)
 	require.NoError(h.t, err)
 	return s
 }
@@ -918,16 +921,25 @@ func TestMainPrintsLifecycle(t *testing.T) {
 		"job 2 attempt 3: image API: 500 internal error -> failed (retryCount 3); retry due at 09:00:42 (backoff 8s)",
 		"job 2 attempt 4: -> dead_letter (image API: 500 internal error; retryCount 3 of 3)",
 		"job 3 attempt 1: -> rejected (image API safety filter: NSFW detected)",
-		"Credits: alice 15, bob 15, carol 15, dave 3, erin 20 (nothing refunded)",
 		"SAFE_BLOCK carol of job 3, rejected by worker-1: image API safety filter: NSFW detected",
 		"running  --fail   --> failed",
 		"failed   --exhaust--> dead_letter",
 		"running  --reject --> rejected",
+		"ops picks the wrong job: job 1 (alice's, completed), reason \"reviewed: API outage over\"\n            refused, nothing changed (invalid_transition): only dead_letter is redriven",
+		"ops redrives the dead letter: job 2 (bob's, dead_letter), reason \"reviewed: API outage over\"\n            job 4 created in queued; job 2 stays dead_letter; bob's credits 15 -> 15 (job 2's reservation covers it)",
+		"ops clicks again: job 2 (bob's, dead_letter), reason \"reviewed: API outage over\"\n            refused, nothing changed (effect_applied): a dead letter is redriven once",
+		"job 4 attempt 1: -> completed (resultUrl bucket://images-private/originals/",
+		"Credits: alice 15, bob 15, carol 15, dave 3, erin 20 (nothing refunded, the redrive not charged)",
+		"ops runs bob's job 2 again as job 4, paid by job 2's reservation",
+		"effect \"redrive\" by ops: run again as job 4 (no transition record; the job stays dead_letter, v22)",
+		"job 4 (bob): completed, outcome succeeded, attempts 1, retryCount 0\n    v1  09:01:45  null     --create --> queued      ops      redrive of job 00000000-0000-7000-8000-000000000002: reviewed: API outage over",
 	} {
 		assert.Contains(t, s, want)
 	}
 	assert.Equal(t, 1, strings.Count(s, "SAFE_BLOCK"), "one audit record")
 	assert.Equal(t, 1, strings.Count(s, "alice: /originals/"), "one asset")
+	assert.Equal(t, 1, strings.Count(s, "bob: /originals/"), "bob's image, from the redrive")
+	assert.Equal(t, 3, strings.Count(s, " credits for job "), "three reservations: the redrive has none")
 }
 
 // TestDiagramIsCurrent compares the machine's Mermaid diagram with the
@@ -936,4 +948,240 @@ func TestDiagramIsCurrent(t *testing.T) {
 	def, err := NewDefinition(NewAppDB(nil))
 	require.NoError(t, err)
 	doccheck.Diagram(t, "../../docs/examples/imagegen.md", def, *update)
+}
+
+// TestRedrive checks the operator's answer to the seed's "dead_letter: Max
+// retries exceeded. Manual review?": after the review, App.Redrive runs the
+// dead letter again as a new job (Engine.Redrive, Policy.RedriveFrom).
+func TestRedrive(t *testing.T) {
+	const reason = "reviewed: API outage over"
+	// deadLetter drives a job of alice's into dead_letter and lets the API
+	// answer its prompt with an image from then on.
+	deadLetter := func(h *harness) jobstate.Job {
+		h.t.Helper()
+		j := h.reach(DeadLetter)
+		r, err := decodeRequest(j.Payload)
+		require.NoError(h.t, err)
+		h.API.Script(r.Prompt, nil)
+		h.Clock.Advance(time.Minute)
+		return j
+	}
+
+	t.Run("only from dead_letter", func(t *testing.T) {
+		def, err := NewDefinition(NewAppDB(nil))
+		require.NoError(t, err)
+		assert.Equal(t, []jobstate.State{DeadLetter}, def.Policy().RedriveFrom)
+		for _, s := range []jobstate.State{Queued, Running, Failed, Completed, Rejected} {
+			t.Run(string(s), func(t *testing.T) {
+				h := newHarness(t)
+				j := h.reach(s)
+				before := h.snapshot(j.ID)
+				balance, reservations := h.DB.Balance("alice"), h.DB.Reservations()
+				_, err := h.Redrive(h.ctx, j.ID, "ops", reason)
+				require.ErrorIs(t, err, jobstate.ErrInvalidTransition)
+				var te *jobstate.TransitionError
+				require.ErrorAs(t, err, &te)
+				assert.Equal(t, []any{j.ID, jobstate.EventRedrive, s}, []any{te.JobID, te.Event, te.From})
+				assert.Equal(t, before, h.snapshot(j.ID), "nothing changes")
+				assert.Equal(t, 1, h.Store.Len(), "no new job")
+				assert.Equal(t, balance, h.DB.Balance("alice"))
+				assert.Equal(t, reservations, h.DB.Reservations())
+				assert.Empty(t, h.DB.Redrives())
+			})
+		}
+		t.Run("an unknown job", func(t *testing.T) {
+			h := newHarness(t)
+			_, err := h.Redrive(h.ctx, uuid.New(), "ops", reason)
+			assert.ErrorIs(t, err, jobstate.ErrNotFound)
+			assert.Zero(t, h.Store.Len())
+		})
+	})
+
+	t.Run("the dead letter stays final, its history unchanged", func(t *testing.T) {
+		h := newHarness(t)
+		j := deadLetter(h)
+		before := h.snapshot(j.ID)
+		_, err := h.Redrive(h.ctx, j.ID, "ops", reason)
+		require.NoError(t, err)
+		after := h.snapshot(j.ID)
+		want := before.Job
+		want.Version++ // the write that records the redrive, without a transition
+		want.UpdatedAt = h.Clock.Now()
+		assert.Equal(t, want, after.Job, "still dead_letter, with its outcome, retries and completion time")
+		assert.Equal(t, before.History, after.History, "no record added")
+		assert.Equal(t, DeadLetter, h.history(j.ID)[len(after.History)-1].To, "the history still replays to dead_letter")
+		assert.Equal(t, before.Execs, after.Execs)
+		assert.Equal(t, []jobstate.EffectRecord{{Name: jobstate.RedriveEffect, Actor: "ops", At: h.Clock.Now()}}, after.Effects)
+		// Still final: nothing moves it, and the sweep leaves it alone.
+		_, err = h.Eng.Fire(h.ctx, j.ID, EventReject, jobstate.Call{Actor: "moderator"})
+		assert.ErrorIs(t, err, jobstate.ErrTerminal)
+		_, err = h.Eng.ClaimJob(h.ctx, j.ID, jobstate.ClaimRequest{Worker: "w"})
+		assert.ErrorIs(t, err, jobstate.ErrNotClaimable)
+		h.Clock.Advance(time.Hour)
+		h.sweep()
+		assert.Equal(t, after, h.snapshot(j.ID))
+	})
+
+	t.Run("once only", func(t *testing.T) {
+		h := newHarness(t)
+		j := deadLetter(h)
+		first, err := h.Redrive(h.ctx, j.ID, "ops", reason)
+		require.NoError(t, err)
+		before := h.snapshot(j.ID)
+		for _, op := range []string{"ops", "another-operator"} {
+			_, err = h.Redrive(h.ctx, j.ID, op, "again")
+			assert.ErrorIs(t, err, jobstate.ErrEffectApplied, "by %s", op)
+		}
+		assert.Equal(t, before, h.snapshot(j.ID), "nothing changes")
+		assert.Equal(t, 2, h.Store.Len(), "the dead letter and its one redrive")
+		require.Len(t, h.DB.Redrives(), 1)
+		assert.Equal(t, first.ID, h.DB.Redrives()[0].Job)
+	})
+
+	t.Run("once only under concurrent redrives", func(t *testing.T) {
+		h := newHarness(t)
+		j := deadLetter(h)
+		const operators = 16
+		var wg sync.WaitGroup
+		errs := make([]error, operators)
+		for i := 0; i < operators; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				_, errs[i] = h.Redrive(h.ctx, j.ID, fmt.Sprintf("ops-%d", i), reason)
+			}(i)
+		}
+		wg.Wait()
+		ok := 0
+		for _, err := range errs {
+			if err == nil {
+				ok++
+			} else {
+				assert.ErrorIs(t, err, jobstate.ErrEffectApplied)
+			}
+		}
+		assert.Equal(t, 1, ok, "one operator redrove it; the others were refused")
+		assert.Equal(t, 2, h.Store.Len())
+		assert.Len(t, h.DB.Redrives(), 1)
+		assert.Len(t, h.snapshot(j.ID).Effects, 1)
+	})
+
+	t.Run("the new job: the dead letter's request and owner, created by the operator", func(t *testing.T) {
+		h := newHarness(t)
+		j := deadLetter(h)
+		now := h.Clock.Now()
+		n, err := h.Redrive(h.ctx, j.ID, "ops", reason)
+		require.NoError(t, err)
+		assert.NotEqual(t, j.ID, n.ID)
+		assert.Equal(t, Queued, n.State)
+		assert.Equal(t, j.Payload, n.Payload)
+		r, err := decodeRequest(n.Payload)
+		require.NoError(t, err)
+		assert.Equal(t, request("alice", "a study in dead_letter"), r)
+		assert.Equal(t, "alice", n.Owner, "the job stays the user's")
+		assert.Equal(t, j.Priority, n.Priority)
+		assert.Equal(t, MaxRetries, n.MaxRetries, "a fresh set of retries")
+		require.NotNil(t, n.Backoff)
+		assert.Equal(t, Backoff, *n.Backoff)
+		assert.Zero(t, n.Attempt)
+		assert.Zero(t, n.RetryCount)
+		assert.Empty(t, n.IdempotencyKey, "the operator's job holds no request key")
+		assert.True(t, n.CreatedAt.Equal(now))
+		hist := h.history(n.ID)
+		assert.Equal(t, []jobstate.Transition{{
+			JobID: n.ID, Version: 1, Event: jobstate.EventCreate, To: Queued, Actor: "ops",
+			Reason: "redrive of job " + j.ID.String() + ": " + reason, At: now,
+		}}, hist, "the creation record names the operator and the dead letter")
+
+		// It completes on its next attempt, for the user.
+		got, err := h.Work(h.ctx, "w")
+		require.NoError(t, err)
+		assert.Equal(t, n.ID, got.ID)
+		assert.Equal(t, Completed, got.State)
+		assert.Equal(t, 1, got.Attempt)
+		assert.Equal(t, []jobstate.State{Queued, Running, Completed}, path(h.history(n.ID)))
+		assets := h.DB.Assets()
+		require.Len(t, assets, 1)
+		assert.Equal(t, []any{n.ID, "alice", ResultURL(n.ID)}, []any{assets[0].JobID, assets[0].Owner, assets[0].URL})
+		assert.Equal(t, DeadLetter, h.get(j.ID).State)
+	})
+
+	t.Run("credits: a redrive is not charged, the dead letter's reservation covers it", func(t *testing.T) {
+		h := newHarness(t)
+		j := deadLetter(h)
+		reservations := h.DB.Reservations()
+		require.Equal(t, []Reservation{{JobID: j.ID, User: "alice", Credits: CreditsPerImage, At: epoch}}, reservations)
+		n, err := h.Redrive(h.ctx, j.ID, "ops", reason)
+		require.NoError(t, err)
+		assert.Equal(t, 100-CreditsPerImage, h.DB.Balance("alice"), "one deduction for one image")
+		assert.Equal(t, reservations, h.DB.Reservations(), "no reservation for the redrive")
+		want := []Redrive{{Job: n.ID, Of: j.ID, Owner: "alice", Operator: "ops", At: h.Clock.Now()}}
+		assert.Equal(t, want, h.DB.Redrives(), "the registry names the dead letter that pays for it")
+		// The registry and the creation record agree.
+		rec := h.history(n.ID)[0]
+		assert.Equal(t, want[0].Operator, rec.Actor)
+		assert.True(t, strings.HasPrefix(rec.Reason, "redrive of job "+want[0].Of.String()))
+	})
+	t.Run("credits: a redrive needs no quota", func(t *testing.T) {
+		// alice pays her last credits for a job that dead-letters; the
+		// operator's redrive still runs it, and costs her nothing.
+		h := newHarnessWith(t, map[string]int{"alice": CreditsPerImage})
+		j := deadLetter(h)
+		require.Zero(t, h.DB.Balance("alice"))
+		n, err := h.Redrive(h.ctx, j.ID, "ops", reason)
+		require.NoError(t, err)
+		assert.Zero(t, h.DB.Balance("alice"))
+		got, err := h.Work(h.ctx, "w")
+		require.NoError(t, err)
+		assert.Equal(t, []any{n.ID, Completed}, []any{got.ID, got.State})
+		// Her own requests are still checked against her balance.
+		_, err = h.CreateJob(h.ctx, request("alice", "another fox"))
+		assert.ErrorIs(t, err, ErrQuotaExceeded)
+	})
+	t.Run("credits: a redrive of a redrive is covered by the first reservation", func(t *testing.T) {
+		h := newHarness(t)
+		j := deadLetter(h)
+		r, err := decodeRequest(j.Payload)
+		require.NoError(t, err)
+		h.API.Script(r.Prompt, ErrAPI500) // the outage is not over
+		n, err := h.Redrive(h.ctx, j.ID, "ops", reason)
+		require.NoError(t, err)
+		for {
+			got, err := h.Work(h.ctx, "w")
+			require.NoError(t, err)
+			require.Equal(t, n.ID, got.ID)
+			if got.Terminal() {
+				require.Equal(t, DeadLetter, got.State)
+				break
+			}
+			h.Clock.Set(got.NotBefore)
+			h.sweep()
+		}
+		h.API.Script(r.Prompt, nil)
+		m, err := h.Redrive(h.ctx, n.ID, "ops", "reviewed again")
+		require.NoError(t, err)
+		got, err := h.Work(h.ctx, "w")
+		require.NoError(t, err)
+		assert.Equal(t, []any{m.ID, Completed}, []any{got.ID, got.State})
+		assert.Equal(t, 100-CreditsPerImage, h.DB.Balance("alice"))
+		assert.Len(t, h.DB.Reservations(), 1)
+		redrives := h.DB.Redrives()
+		require.Len(t, redrives, 2)
+		assert.Equal(t, []uuid.UUID{j.ID, n.ID}, []uuid.UUID{redrives[0].Of, redrives[1].Of})
+	})
+	t.Run("credits: only App.Redrive's creation is free", func(t *testing.T) {
+		// The rule follows the mark App.Redrive puts on the creation, not
+		// the actor's name: an operator creating a job for alice, or
+		// calling Engine.Redrive around App.Redrive, is charged.
+		h := newHarness(t)
+		j := deadLetter(h)
+		_, err := h.Eng.Create(h.ctx, jobstate.NewJob{Machine: Machine, Payload: j.Payload, Owner: "alice", Actor: "ops"})
+		require.NoError(t, err)
+		assert.Equal(t, 100-2*CreditsPerImage, h.DB.Balance("alice"))
+		_, err = h.Eng.Redrive(h.ctx, j.ID, jobstate.Call{Actor: "ops", Reason: reason})
+		require.NoError(t, err)
+		assert.Equal(t, 100-3*CreditsPerImage, h.DB.Balance("alice"))
+		assert.Len(t, h.DB.Reservations(), 3)
+		assert.Empty(t, h.DB.Redrives())
+	})
 }
