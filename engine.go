@@ -216,24 +216,28 @@ func checkVersion(job *Job, want int64) error {
 // move fires one table rule on cur and keeps the executions in step: live
 // executions that cannot survive the new state are aborted.
 func (e *Engine) move(ctx context.Context, def *Definition, cur *Snapshot, ev Event, c Call, now time.Time, exec uuid.UUID) (Write, error) {
-	next, rec, err := def.next(ctx, cur.Job, Input{
+	var w Write
+	w.Job = cur.Job
+	rec, err := def.Step(ctx, &w.Job, Input{
 		Event: ev, Actor: c.Actor, Reason: c.Reason, Args: c.Args, Now: now,
 		Executions: cur.Executions, ExecID: exec,
 	})
 	if err != nil {
 		return Write{}, err
 	}
+	next := &w.Job
 	if exec == uuid.Nil && cur.Job.Kind == KindActive && next.Kind == KindActive && cur.Job.Leases > 0 {
 		return Write{}, fmt.Errorf("%w: job %s is held under a lease: a move between its active states (%q to %q) is the lease holder's, through Engine.Advance", ErrInvalidArgument, cur.Job.ID, cur.Job.State, next.State)
 	}
-	w := Write{Job: next, Transitions: []Transition{rec}}
-	if next.Leases > 0 && !def.leasesSurvive(&next) {
+	w.Transitions = []Transition{rec}
+	if next.Leases > 0 && !def.leasesSurvive(next) {
 		if cur.Job.Committed != uuid.Nil {
 			return Write{}, &CommitError{JobID: cur.Job.ID, Winner: cur.Job.Committed}
 		}
-		w.Executions = abortLive(cur.Executions, uuid.Nil, now, func() string { return fmt.Sprintf("job moved to %q by %q", next.State, ev) })
+		to := next.State
+		w.Executions = abortLive(cur.Executions, uuid.Nil, now, func() string { return fmt.Sprintf("job moved to %q by %q", to, ev) })
 		if ev == EventCancel {
-			w.Job.CancelRequested = true
+			next.CancelRequested = true
 		}
 	}
 	def.settle(&w.Job, cur.Executions, w.Executions)
@@ -356,12 +360,12 @@ func (e *Engine) run(ctx context.Context, id uuid.UUID, args any, fn opFunc) (Jo
 		// Nothing to tell: the closure captures no result, saving an
 		// allocation on the hot path.
 		return e.store.Update(ctx, id, func(ctx context.Context, cur Snapshot) (Write, error) {
-			return e.apply(ctx, cur, args, fn)
+			return e.apply(ctx, &cur, args, fn)
 		})
 	}
 	var recs []Transition
 	job, err := e.store.Update(ctx, id, func(ctx context.Context, cur Snapshot) (Write, error) {
-		w, err := e.apply(ctx, cur, args, fn)
+		w, err := e.apply(ctx, &cur, args, fn)
 		recs = w.Transitions
 		return w, err
 	})
@@ -377,12 +381,12 @@ type opFunc func(ctx context.Context, def *Definition, cur Snapshot, now time.Ti
 
 // apply runs fn on the job's machine, then the effects of the rules it
 // fired.
-func (e *Engine) apply(ctx context.Context, cur Snapshot, args any, fn opFunc) (Write, error) {
+func (e *Engine) apply(ctx context.Context, cur *Snapshot, args any, fn opFunc) (Write, error) {
 	def, err := e.machine(cur.Job.Machine)
 	if err != nil {
 		return Write{}, err
 	}
-	w, err := fn(ctx, def, cur, e.clock.Now())
+	w, err := fn(ctx, def, *cur, e.clock.Now())
 	if err != nil {
 		return Write{}, err
 	}
