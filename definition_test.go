@@ -273,6 +273,7 @@ func TestStep(t *testing.T) {
 
 	rec, err = def.Step(ctx, &next, jobstate.Input{Event: jobstate.EventSucceed, Now: at.Add(time.Second)})
 	require.NoError(t, err)
+	assert.Equal(t, jobstate.EventSucceed, rec.Event)
 	assert.Equal(t, jobstate.OutcomeSucceeded, next.Outcome)
 	assert.Equal(t, at.Add(time.Second), next.CompletedAt)
 	assert.Equal(t, at, next.StartedAt, "StartedAt is kept")

@@ -2,7 +2,6 @@ package jobstate
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -123,13 +122,12 @@ func validateRules(spec *Spec, kinds map[State]StateSpec, p *problems) {
 		if len(r.From) == 0 {
 			p.add("%s has no from state", name)
 		}
-		to, toOK := kinds[r.To]
+		_, toOK := kinds[r.To]
 		if r.To == "" {
 			p.add("%s has an empty target state", name)
 		} else if !toOK {
 			p.add("%s targets unknown state %q", name, r.To)
 		}
-		_ = to
 		fromSeen := make(map[State]bool, len(r.From))
 		for _, f := range r.From {
 			if fromSeen[f] {
@@ -240,13 +238,4 @@ func walk(from []State, edges map[State][]State) map[State]bool {
 		}
 	}
 	return seen
-}
-
-func sortedStates(m map[State]bool) []State {
-	out := make([]State, 0, len(m))
-	for s := range m {
-		out = append(out, s)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }

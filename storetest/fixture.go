@@ -76,15 +76,6 @@ func (f *fixture) sweep() jobstate.SweepReport {
 // snapshot loads everything stored about a job.
 func (f *fixture) snapshot(id uuid.UUID) state { return load(f.t, f.store, id) }
 
-// events lists a history's events after the creation.
-func events(h []jobstate.Transition) []jobstate.Event {
-	var out []jobstate.Event
-	for _, t := range h[1:] {
-		out = append(out, t.Event)
-	}
-	return out
-}
-
 // path lists the states a history went through, the initial one first.
 func path(h []jobstate.Transition) []jobstate.State {
 	var out []jobstate.State
