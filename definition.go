@@ -126,6 +126,7 @@ type Definition struct {
 	name    string
 	states  []stateInfo
 	names   []State // the states' names, in order, for scanning
+	ruleFx  bool    // some rule has an Effect
 	byName  map[State]int
 	rules   []Rule
 	start   int
@@ -151,7 +152,10 @@ type edge struct {
 
 // ruleEffects runs the effects of the rules behind recs, in order, each
 // with the job as the write leaves it and the firing in its context.
-func (d *Definition) ruleEffects(ctx context.Context, job Job, recs []Transition, args any) error {
+func (d *Definition) ruleEffects(ctx context.Context, job *Job, recs []Transition, args any) error {
+	if !d.ruleFx {
+		return nil
+	}
 	for _, t := range recs {
 		si := d.stateIndex(t.From)
 		if si < 0 {
@@ -162,7 +166,7 @@ func (d *Definition) ruleEffects(ctx context.Context, job Job, recs []Transition
 				continue
 			}
 			if fx := d.rules[e.rule].Effect; fx != nil {
-				if err := fx(context.WithValue(ctx, firingKey{}, Firing{Transition: t, Args: args}), job); err != nil {
+				if err := fx(context.WithValue(ctx, firingKey{}, Firing{Transition: t, Args: args}), *job); err != nil {
 					return err
 				}
 			}
@@ -212,6 +216,7 @@ func NewDefinition(spec Spec) (*Definition, error) {
 	for i, r := range spec.Rules {
 		r.From = append([]State(nil), r.From...)
 		d.rules[i] = r
+		d.ruleFx = d.ruleFx || r.Effect != nil
 		for _, f := range r.From {
 			si := d.byName[f]
 			d.states[si].out = append(d.states[si].out, edge{event: r.Event, to: d.byName[r.To], rule: i, guard: r.Guard})

@@ -390,8 +390,10 @@ func (e *Engine) apply(ctx context.Context, cur *Snapshot, args any, fn opFunc) 
 	if err != nil {
 		return Write{}, err
 	}
-	if err := def.ruleEffects(ctx, w.Job, w.Transitions, args); err != nil {
-		return Write{}, err
+	if def.ruleFx {
+		if err := def.ruleEffects(ctx, &w.Job, w.Transitions, args); err != nil {
+			return Write{}, err
+		}
 	}
 	return w, nil
 }

@@ -106,7 +106,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 		if err != nil {
 			return Write{}, errors.Join(ErrSkip, err)
 		}
-		if err := def.ruleEffects(ctx, w.Job, w.Transitions, req.Args); err != nil {
+		if err := def.ruleEffects(ctx, &w.Job, w.Transitions, req.Args); err != nil {
 			return Write{}, err
 		}
 		lease, recs = l, w.Transitions

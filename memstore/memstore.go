@@ -97,6 +97,8 @@ type entry struct {
 	effects []jobstate.EffectRecord
 	// gone is set, under lock, when the job is pruned.
 	gone bool
+	// leased mirrors membership of the store's leased set.
+	leased bool
 	// positions in the ready heap of the job's machine and the wake heap;
 	// -1 when absent.
 	readyAt, wakeAt int
@@ -232,7 +234,9 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, er
 		if k := (keyID{e.job.Machine, e.job.IdempotencyKey}); e.job.IdempotencyKey != "" && s.keys[k] == e {
 			delete(s.keys, k)
 		}
-		s.ready[e.job.Machine].set(e, false)
+		if h := s.ready[e.job.Machine]; h != nil {
+			h.set(e, false)
+		}
 		s.wake.set(e, false)
 		delete(s.leased, e)
 		for _, pos := range e.history {
@@ -440,17 +444,23 @@ func (s *Store) record(e *entry, recs []jobstate.Transition) {
 // reindex puts e where its job belongs in the ready heap, the wake heap
 // and the leased set. Caller holds mu.
 func (s *Store) reindex(e *entry) {
-	h := s.ready[e.job.Machine]
-	if h == nil {
-		h = newHeap(readyKey, func(e *entry) *int { return &e.readyAt })
-		s.ready[e.job.Machine] = h
+	ready := e.job.Kind == jobstate.KindReady
+	if ready || e.readyAt >= 0 {
+		h := s.ready[e.job.Machine]
+		if h == nil {
+			h = newHeap(readyKey, func(e *entry) *int { return &e.readyAt })
+			s.ready[e.job.Machine] = h
+		}
+		h.set(e, ready)
 	}
-	h.set(e, e.job.Kind == jobstate.KindReady)
 	s.wake.set(e, !e.job.WakeAt.IsZero())
-	if e.job.Leases > 0 {
-		s.leased[e] = struct{}{}
-	} else {
-		delete(s.leased, e)
+	if leased := e.job.Leases > 0; leased != e.leased {
+		if leased {
+			s.leased[e] = struct{}{}
+		} else {
+			delete(s.leased, e)
+		}
+		e.leased = leased
 	}
 }
 
