@@ -278,6 +278,9 @@ func TestStep(t *testing.T) {
 	assert.Equal(t, at.Add(time.Second), next.CompletedAt)
 	assert.Equal(t, at, next.StartedAt, "StartedAt is kept")
 
+	_, err = def.Step(ctx, nil, jobstate.Input{Event: jobstate.EventClaim})
+	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument, "a nil job is refused, not dereferenced")
+
 	for _, tc := range []struct {
 		job  jobstate.Job
 		ev   jobstate.Event

@@ -332,10 +332,22 @@ func (d *Definition) wakeAt(job *Job) time.Time {
 	if job.Leases > 0 {
 		earliest(job.LeaseExpiresAt)
 	}
-	if !job.Deadline.IsZero() && job.Committed == uuid.Nil && d.Can(job.State, EventExpire) {
+	if d.expires(job) {
 		earliest(job.Deadline)
 	}
 	return t
+}
+
+// expires reports whether the job's deadline can act on it: it has one, it
+// is not terminal, nothing committed (a commit wins over a deadline), and
+// its state has an expire rule.
+func (d *Definition) expires(job *Job) bool {
+	return !job.Deadline.IsZero() && !job.Terminal() && job.Committed == uuid.Nil && d.Can(job.State, EventExpire)
+}
+
+// overdue reports whether the job's deadline acts on it at now.
+func (d *Definition) overdue(job *Job, now time.Time) bool {
+	return d.expires(job) && !now.Before(job.Deadline)
 }
 
 // update runs one atomic engine operation on a job and tells the
@@ -409,11 +421,7 @@ func (e *Engine) notify(ctx context.Context, job Job, recs []Transition) {
 // expireOnRead applies lazy expiry (Policy.LazyExpiry) to a job just read.
 func (e *Engine) expireOnRead(ctx context.Context, job Job) (Job, error) {
 	def, ok := e.machines[job.Machine]
-	if !ok || !def.policy.LazyExpiry || job.Deadline.IsZero() || job.Terminal() || job.Committed != uuid.Nil {
-		return job, nil
-	}
-	now := e.clock.Now()
-	if now.Before(job.Deadline) || !def.Can(job.State, EventExpire) {
+	if !ok || !def.policy.LazyExpiry || !def.overdue(&job, e.clock.Now()) {
 		return job, nil
 	}
 	return e.expire(ctx, job.ID)

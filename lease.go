@@ -166,7 +166,7 @@ func (e *Engine) claim(ctx context.Context, def *Definition, cur *Snapshot, req 
 		return Write{}, Lease{}, fmt.Errorf("%w: %w", ErrNotClaimable, def.refuse(job, EventClaim, ErrInvalidTransition, nil))
 	case job.Kind != KindReady:
 		return Write{}, Lease{}, fmt.Errorf("%w: job %s is in %s state %q", ErrNotClaimable, job.ID, job.Kind, job.State)
-	case !job.Deadline.IsZero() && !now.Before(job.Deadline) && def.Can(job.State, EventExpire):
+	case def.overdue(job, now):
 		return Write{}, Lease{}, fmt.Errorf("%w: job %s passed its deadline %s", ErrNotClaimable, job.ID, job.Deadline.Format(time.RFC3339Nano))
 	case job.NotBefore.After(now):
 		return Write{}, Lease{}, fmt.Errorf("%w: job %s is not due before %s", ErrNotClaimable, job.ID, job.NotBefore.Format(time.RFC3339Nano))

@@ -110,22 +110,16 @@ func (e *Engine) sweepWrite(ctx context.Context, def *Definition, cur *Snapshot,
 	}
 	// 2. Due waiting job.
 	if job := &c.cur.Job; job.Kind == KindWaiting && !job.NotBefore.After(now) {
-		snap := c.snapshot()
-		w, err := e.move(ctx, def, &snap, EventRequeue, Call{Actor: SweepActor, Reason: "not-before passed"}, now, uuid.Nil)
-		if err != nil {
+		if err := e.chainMove(ctx, def, &c, EventRequeue, "not-before passed", now); err != nil {
 			return Write{}, err
 		}
-		c.add(w)
 		r.Requeued++
 	}
 	// 3. Deadline, also of a job just requeued into a state that can expire.
-	if job := &c.cur.Job; !job.Terminal() && job.Committed == uuid.Nil && !job.Deadline.IsZero() && !now.Before(job.Deadline) && def.Can(job.State, EventExpire) {
-		snap := c.snapshot()
-		w, err := e.move(ctx, def, &snap, EventExpire, Call{Actor: SweepActor, Reason: "deadline passed"}, now, uuid.Nil)
-		if err != nil {
+	if def.overdue(&c.cur.Job, now) {
+		if err := e.chainMove(ctx, def, &c, EventExpire, "deadline passed", now); err != nil {
 			return Write{}, err
 		}
-		c.add(w)
 		r.Expired++
 	}
 	if c.w.Job.Version == cur.Job.Version && !c.w.Job.WakeAt.Equal(def.wakeAt(&c.w.Job)) {
@@ -234,6 +228,18 @@ func (r *SweepReport) add(o SweepReport) {
 	r.Expired += o.Expired
 }
 
+// chainMove fires ev, as the sweep, on the job as c leaves it, and adds the
+// move to c.
+func (e *Engine) chainMove(ctx context.Context, def *Definition, c *chain, ev Event, reason string, now time.Time) error {
+	snap := c.snapshot()
+	w, err := e.move(ctx, def, &snap, ev, Call{Actor: SweepActor, Reason: reason}, now, uuid.Nil)
+	if err != nil {
+		return err
+	}
+	c.add(w)
+	return nil
+}
+
 // chain accumulates several writes to one job into one.
 type chain struct {
 	cur Snapshot
@@ -271,9 +277,8 @@ func (c *chain) add(w Write) {
 // has passed, nothing otherwise. It returns the job as it then is.
 func (e *Engine) expire(ctx context.Context, id uuid.UUID) (Job, error) {
 	return e.run(ctx, id, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
-		job := &cur.Job
-		if job.Terminal() || job.Committed != uuid.Nil || job.Deadline.IsZero() || now.Before(job.Deadline) || !def.Can(job.State, EventExpire) {
-			return Write{Job: *job}, nil
+		if !def.overdue(&cur.Job, now) {
+			return Write{Job: cur.Job}, nil
 		}
 		return e.move(ctx, def, &cur, EventExpire, Call{Actor: SweepActor, Reason: "deadline passed (read)"}, now, uuid.Nil)
 	})

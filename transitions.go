@@ -58,9 +58,12 @@ type Input struct {
 // Errors: a *TransitionError wrapping ErrTerminal when the job is terminal,
 // ErrInvalidTransition when no rule matches, ErrGuardRefused (and the
 // guard's error) when every matching rule's guard refused;
-// ErrInvalidArgument when the job belongs to another machine or is in a
-// state the machine does not declare. On error *job is left unchanged.
+// ErrInvalidArgument for a nil job, or one that belongs to another machine
+// or is in a state the machine does not declare. On error *job is left unchanged.
 func (d *Definition) Step(ctx context.Context, job *Job, in Input) (rec Transition, err error) {
+	if job == nil {
+		return Transition{}, fmt.Errorf("%w: nil job", ErrInvalidArgument)
+	}
 	if !sameString(job.Machine, d.name) {
 		return Transition{}, fmt.Errorf("%w: job %s runs on machine %q, not %q", ErrInvalidArgument, job.ID, job.Machine, d.name)
 	}
