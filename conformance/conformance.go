@@ -32,9 +32,12 @@ var files embed.FS
 type Vector struct {
 	// Name identifies the vector; it equals the file name without ".json".
 	Name string `json:"name"`
-	// Description says what the vector shows, citing its seed where it
+	// Description says what the vector shows, citing its lifecycle where it
 	// replays one.
 	Description string `json:"description"`
+	// Covers lists the sections of docs/specification.md whose rules the
+	// vector pins ("4.6", "4.21.1"; "6" for the error catalogue).
+	Covers []string `json:"covers"`
 	// Definition is the machine, in the JSON form of jobstate.ParseSpec,
 	// parsed with NewRegistry().
 	Definition json.RawMessage `json:"definition"`
@@ -54,6 +57,9 @@ type LoadExpect struct {
 	Error string `json:"error"`
 	// Problems are fragments that must each occur in the error's text.
 	Problems []string `json:"problems,omitempty"`
+	// Complete, when set, makes Problems the definition error's whole
+	// list of problems, exactly and in order (DefinitionError.Problems).
+	Complete bool `json:"complete,omitempty"`
 }
 
 // Step is one operation of a vector, with its arguments and expectation.
@@ -86,6 +92,9 @@ type Step struct {
 	Deadline  string  `json:"deadline,omitempty"`
 	NotBefore string  `json:"not_before,omitempty"`
 	Priority  int     `json:"priority,omitempty"`
+	// MaxRetries overrides the machine's retry bound for this job
+	// (NewJob.Retry with MaxRetries only).
+	MaxRetries *int `json:"max_retries,omitempty"`
 
 	// who and why: create, fire, cancel, advance, apply
 	Actor  string          `json:"actor,omitempty"`
@@ -181,7 +190,7 @@ type Report struct {
 var Ops = []string{
 	"create", "fire", "cancel", "get", "claim", "claim_job", "heartbeat",
 	"start", "commit", "finish", "succeed", "fail", "snooze", "advance",
-	"apply", "sweep", "clock", "history", "executions",
+	"apply", "redrive", "sweep", "recover_worker", "clock", "history", "executions",
 }
 
 func knownOp(op string) bool {

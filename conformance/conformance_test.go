@@ -1,8 +1,12 @@
 package conformance
 
 import (
+	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"testing"
 
@@ -67,8 +71,8 @@ func TestCoverage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(vs) < 45 {
-		t.Errorf("%d vectors, want at least 45", len(vs))
+	if len(vs) < 150 {
+		t.Errorf("%d vectors, want at least 150", len(vs))
 	}
 	ops := make(map[string]bool)
 	okOps := make(map[string]bool)
@@ -98,6 +102,7 @@ func TestCoverage(t *testing.T) {
 		"not_found", "unknown_machine", "invalid_transition", "terminal", "guard_refused",
 		"version_conflict", "invalid_argument", "lease_lost", "cancelled", "not_claimable",
 		"no_job", "already_committed", "effect_applied", "key_conflict", "unknown_effect",
+		"incomplete",
 	} {
 		if !codes[c] {
 			t.Errorf("no vector expects error %q", c)
@@ -105,5 +110,101 @@ func TestCoverage(t *testing.T) {
 	}
 	if invalid == 0 {
 		t.Error("no vector with an invalid definition")
+	}
+}
+
+var updateCoverage = flag.Bool("update-coverage", false, "rewrite the coverage table of docs/conformance.md")
+
+// notExpressible lists the sections of the specification no vector step
+// can pin, with the reason.
+var notExpressible = map[string]string{
+	"2.6":  "Replay is a pure function of a history; the Go tests check it, and every runner may",
+	"4.24": "observers are callbacks of the Go engine, which no step can observe",
+}
+
+// specSections returns the numbered sections of docs/specification.md
+// that vectors must cover: chapters 1, 2 and 4 (and their subsections),
+// and the error catalogue, "6".
+func specSections(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "docs", "specification.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	heading := regexp.MustCompile(`(?m)^#{3,4} ([0-9]+(?:\.[0-9]+)+) `)
+	var out []string
+	for _, m := range heading.FindAllStringSubmatch(string(data), -1) {
+		switch m[1][0] {
+		case '1', '2', '4':
+			out = append(out, m[1])
+		}
+	}
+	return append(out, "6")
+}
+
+// TestSpecSectionsCovered checks that every section of the specification
+// a vector can pin is pinned by at least one, that vectors name only
+// sections that exist, and that the coverage table of docs/conformance.md
+// is the one the vectors give (go test -run SpecSections -update-coverage
+// rewrites it).
+func TestSpecSectionsCovered(t *testing.T) {
+	vs, err := Vectors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := specSections(t)
+	known := make(map[string]bool, len(sections))
+	for _, s := range sections {
+		known[s] = true
+	}
+	by := make(map[string][]string)
+	for _, v := range vs {
+		if len(v.Covers) == 0 {
+			t.Errorf("%s: covers no section", v.Name)
+		}
+		for _, c := range v.Covers {
+			if !known[c] {
+				t.Errorf("%s: covers %q, which is no section of the specification", v.Name, c)
+			}
+			by[c] = append(by[c], v.Name)
+		}
+	}
+	var table strings.Builder
+	table.WriteString("| section | vectors |\n|---|---|\n")
+	for _, s := range sections {
+		names := by[s]
+		sort.Strings(names)
+		if why, ok := notExpressible[s]; ok {
+			fmt.Fprintf(&table, "| %s | none: %s |\n", s, why)
+			continue
+		}
+		if len(names) == 0 {
+			t.Errorf("section %s of the specification has no vector", s)
+		}
+		for i, n := range names {
+			names[i] = "`" + n + "`"
+		}
+		fmt.Fprintf(&table, "| %s | %s |\n", s, strings.Join(names, ", "))
+	}
+	path := filepath.Join("..", "docs", "conformance.md")
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "<!-- coverage:begin -->\n", "<!-- coverage:end -->"
+	i, j := strings.Index(string(doc), begin), strings.Index(string(doc), end)
+	if i < 0 || j < i {
+		t.Fatalf("%s: no coverage table between %q and %q", path, strings.TrimSpace(begin), end)
+	}
+	want := table.String()
+	if got := string(doc[i+len(begin) : j]); got != want {
+		if *updateCoverage {
+			next := string(doc[:i+len(begin)]) + want + string(doc[j:])
+			if err := os.WriteFile(path, []byte(next), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		t.Errorf("%s: the coverage table is stale; run go test ./conformance -run SpecSections -update-coverage", path)
 	}
 }

@@ -24,7 +24,8 @@ var (
 	ErrOddArg = errors.New("even_arg: args is not an even integer")
 	// ErrLiveExecutions is returned by the "no_live_executions" guard.
 	ErrLiveExecutions = errors.New("no_live_executions: the job has a live execution")
-	// ErrAttemptLimit is returned by the "attempt_below_3" guard.
+	// ErrAttemptLimit is returned by the "attempt_below_3" and
+	// "retries_below_3" guards.
 	ErrAttemptLimit = errors.New("attempt_below_3: the job's attempt is 3 or more")
 	// ErrFailEffect is returned by the "fail_effect" effect.
 	ErrFailEffect = errors.New("fail_effect: the effect failed")
@@ -40,6 +41,7 @@ var (
 //   - "no_live_executions": allows when no execution of the job is live
 //     (LEASED, IN_PROGRESS or COMMITTED).
 //   - "attempt_below_3": allows when the job's attempt counter is below 3.
+//   - "retries_below_3": allows when the job's retry count is below 3.
 //
 // Effects:
 //   - "count": succeeds and adds one to the job's counter of "count" runs,
@@ -61,6 +63,7 @@ func NewRegistry() jobstate.Registry {
 			"even_arg":           evenArg,
 			"no_live_executions": noLiveExecutions,
 			"attempt_below_3":    attemptBelow3,
+			"retries_below_3":    retriesBelow3,
 		},
 		Effects: map[string]jobstate.EffectFunc{
 			"count":       countEffect,
@@ -115,6 +118,15 @@ func noLiveExecutions(_ context.Context, in jobstate.GuardInput) error {
 		if x.Status.Live() {
 			return ErrLiveExecutions
 		}
+	}
+	return nil
+}
+
+// retriesBelow3 allows while the job's RetryCount is below 3: file
+// delivery's "attempt < 3", whose attempt counts the retries.
+func retriesBelow3(_ context.Context, in jobstate.GuardInput) error {
+	if in.Job.RetryCount >= 3 {
+		return ErrAttemptLimit
 	}
 	return nil
 }
