@@ -8,20 +8,86 @@ import (
 	"github.com/google/uuid"
 )
 
+// tkey is an instant as a sortable pair: seconds since the Unix epoch and
+// nanoseconds within the second. Unlike UnixNano it is exact for every
+// instant a time.Time holds, years 1 to 9999 and beyond; the zero time
+// (which means "none" in a Job) maps below every other instant.
+type tkey struct {
+	s  int64
+	ns int32
+}
+
+// tk returns the sort key of t.
+func tk(t time.Time) tkey {
+	if t.IsZero() {
+		return tkey{s: math.MinInt64}
+	}
+	return tkey{s: t.Unix(), ns: int32(t.Nanosecond())}
+}
+
+// cmp returns -1, 0 or +1 as a is before, equal to or after b.
+func (a tkey) cmp(b tkey) int {
+	switch {
+	case a.s < b.s:
+		return -1
+	case a.s > b.s:
+		return 1
+	case a.ns < b.ns:
+		return -1
+	case a.ns > b.ns:
+		return 1
+	}
+	return 0
+}
+
+// key orders heap items: p, then t1, then t2, then the job id (bytewise,
+// as PostgreSQL compares uuids).
+type key struct {
+	p      int64
+	t1, t2 tkey
+	id     uuid.UUID
+}
+
+func (k *key) less(o *key) bool {
+	if k.p != o.p {
+		return k.p < o.p
+	}
+	if c := k.t1.cmp(o.t1); c != 0 {
+		return c < 0
+	}
+	if c := k.t2.cmp(o.t2); c != 0 {
+		return c < 0
+	}
+	return bytes.Compare(k.id[:], o.id[:]) < 0
+}
+
+// The orders of the store's heaps. Each reads only the entry's job.
+
+// availKey is claim order: priority (higher first), then due time, then
+// creation time, then id. ^p reverses the order of p without the overflow
+// of -p.
+func availKey(e *entry) key {
+	j := &e.job
+	return key{p: ^int64(j.Priority), t1: tk(j.DueAt()), t2: tk(j.CreatedAt), id: j.ID}
+}
+
+// schedKey orders ready jobs not yet due by not-before.
+func schedKey(e *entry) key { return key{t1: tk(e.job.NotBefore), id: e.job.ID} }
+
+// leaseKey orders leased jobs by heartbeat, oldest first.
+func leaseKey(e *entry) key { return key{t1: tk(e.job.HeartbeatAt), id: e.job.ID} }
+
 // heap is a binary min-heap of entries. Each item carries its sort key,
 // so that sifting compares contiguous memory instead of chasing entries,
 // and each entry records its position, so that it can be moved or removed
-// in O(log n) when its job changes.
+// in O(log n) when its job changes. Prune shrinks its backing array once
+// the heap has shrunk well below it, so that a heap that once held a
+// million entries does not keep their room (shrinking as entries leave
+// would reallocate over and over a heap whose size swings).
 type heap struct {
 	items []item
 	key   func(e *entry) key
-	pos   func(e *entry) *int
-}
-
-// key orders heap items: a, then b, then c, then the job id.
-type key struct {
-	a, b, c int64
-	id      uuid.UUID
+	pos   func(e *entry) *int32
 }
 
 type item struct {
@@ -29,43 +95,22 @@ type item struct {
 	e *entry
 }
 
-func (k *key) less(o *key) bool {
-	switch {
-	case k.a != o.a:
-		return k.a < o.a
-	case k.b != o.b:
-		return k.b < o.b
-	case k.c != o.c:
-		return k.c < o.c
-	}
-	return bytes.Compare(k.id[:], o.id[:]) < 0
-}
+// minHeapCap is the capacity below which a heap's array is never shrunk.
+const minHeapCap = 256
 
-func newHeap(key func(e *entry) key, pos func(e *entry) *int) *heap {
+func newHeap(key func(e *entry) key, pos func(e *entry) *int32) *heap {
 	return &heap{key: key, pos: pos}
 }
 
-// nanos maps a time to an int64 that sorts like it, the zero time first.
-func nanos(t time.Time) int64 {
-	if t.IsZero() {
-		return math.MinInt64
-	}
-	return t.UnixNano()
-}
-
-// readyKey is claim order: not-before, then priority (higher first), then
-// creation time, then id.
-func readyKey(e *entry) key {
-	j := &e.job
-	return key{a: nanos(j.NotBefore), b: -int64(j.Priority), c: nanos(j.CreatedAt), id: j.ID}
-}
-
-// wakeKey orders by wake time, then id.
-func wakeKey(e *entry) key {
-	return key{a: nanos(e.job.WakeAt), id: e.job.ID}
-}
-
 func (h *heap) less(i, j int) bool { return h.items[i].key.less(&h.items[j].key) }
+
+// top returns the first item, or nil when the heap is empty.
+func (h *heap) top() *item {
+	if len(h.items) == 0 {
+		return nil
+	}
+	return &h.items[0]
+}
 
 // set puts e in the heap at its right place when in is true, and takes it
 // out otherwise.
@@ -73,20 +118,22 @@ func (h *heap) set(e *entry, in bool) {
 	p := h.pos(e)
 	switch {
 	case in && *p < 0:
-		*p = len(h.items)
+		i := len(h.items)
+		*p = int32(i)
 		h.items = append(h.items, item{key: h.key(e), e: e})
-		h.up(*p)
+		h.up(i)
 	case in:
+		i := int(*p)
 		k := h.key(e)
-		if h.items[*p].key == k {
+		if h.items[i].key == k {
 			return // unchanged: nothing to move
 		}
-		h.items[*p].key = k
-		if !h.down(*p) {
-			h.up(*p)
+		h.items[i].key = k
+		if !h.down(i) {
+			h.up(i)
 		}
 	case *p >= 0:
-		i, last := *p, len(h.items)-1
+		i, last := int(*p), len(h.items)-1
 		if i != last {
 			h.swap(i, last)
 		}
@@ -103,8 +150,8 @@ func (h *heap) set(e *entry, in bool) {
 
 func (h *heap) swap(i, j int) {
 	h.items[i], h.items[j] = h.items[j], h.items[i]
-	*h.pos(h.items[i].e) = i
-	*h.pos(h.items[j].e) = j
+	*h.pos(h.items[i].e) = int32(i)
+	*h.pos(h.items[j].e) = int32(j)
 }
 
 func (h *heap) up(i int) {
@@ -139,16 +186,16 @@ func (h *heap) down(i int) bool {
 	return i > start
 }
 
-// walk visits, in heap order, the entries for which in holds, until visit
+// walk visits, in heap order, the items for which in holds, until visit
 // returns false. in must be monotone in heap order: if it fails for an
-// entry it fails for every later one, so whole subtrees are skipped. The
-// cost is O(k log k) for k entries looked at.
-func (h *heap) walk(visit func(e *entry) bool, in func(e *entry) bool) {
-	if len(h.items) == 0 || !in(h.items[0].e) {
+// item it fails for every later one, so whole subtrees are skipped. The
+// cost is O(k log k) for k items looked at.
+func (h *heap) walk(visit func(it *item) bool, in func(it *item) bool) {
+	if len(h.items) == 0 || !in(&h.items[0]) {
 		return
 	}
 	// The root is the first entry in heap order: most walks stop there.
-	if !visit(h.items[0].e) {
+	if !visit(&h.items[0]) {
 		return
 	}
 	// frontier is a small min-heap of indices into h.items.
@@ -158,7 +205,7 @@ func (h *heap) walk(visit func(e *entry) bool, in func(e *entry) bool) {
 	f.push(2, in)
 	for len(f.idx) > 0 {
 		i := f.pop()
-		if !visit(h.items[i].e) {
+		if !visit(&h.items[i]) {
 			return
 		}
 		f.push(2*i+1, in)
@@ -174,8 +221,8 @@ type frontier struct {
 
 func (f *frontier) less(a, b int) bool { return f.h.less(a, b) }
 
-func (f *frontier) push(i int, in func(e *entry) bool) {
-	if i >= len(f.h.items) || !in(f.h.items[i].e) {
+func (f *frontier) push(i int, in func(it *item) bool) {
+	if i >= len(f.h.items) || !in(&f.h.items[i]) {
 		return
 	}
 	f.idx = append(f.idx, i)

@@ -2,20 +2,44 @@
 // history and effects held in memory, safe for concurrent use, and fast
 // enough for production use within a single process.
 //
-// Costs: Get, Update and Create are O(1) map work plus O(log n) index
-// maintenance; ClaimNext is O(log n) in the number of ready jobs of the
-// machine (a heap ordered by not-before, priority, age), plus O(k log k)
-// for k candidates passed over; Due is O(m log m) for m due jobs; Stale
-// scans the jobs holding leases. Nothing is persisted: a process restart
-// loses everything.
+// Costs, for n jobs stored:
+//
+//   - Get, Executions, History and Effects: one map look-up and a copy of
+//     what is returned.
+//   - Create and Update: one map operation, the function, amortised O(1)
+//     per history record appended, and O(log n) for each index whose key
+//     changed: the claim heaps of the job's machine, the machine's wake
+//     index (a treap: O(log n) expected), the terminal queue and the
+//     leased heap. A Create with a key locks that key only.
+//   - ClaimNext: O(log r) in the machine's r ready jobs, plus O(log r) per
+//     job that became due since the previous claim (moved once, 1,000 per
+//     hold of the store's lock), plus O(k log k) for k jobs passed over
+//     (skipped by the function, locked by an update, or not yet due at a
+//     claim time earlier than one seen before).
+//   - Due: O(m log n) to find the cursor in the m machines asked for, then
+//     O(log n + log m) per job returned; jobs not due, and other machines'
+//     jobs, are not looked at.
+//   - Stale: O(k log k) for the k leased jobs (of any machine) whose
+//     heartbeat is before the time given; other leased jobs are not looked
+//     at.
+//   - Prune: O(log n) per job deleted, oldest completion first, in batches
+//     of 1,000 jobs between which the store's lock is released, plus the
+//     compaction of the history log and the rebuilding of the maps, which
+//     are paid for by earlier deletions and done in batches too.
+//   - Count: O(n), a scan of every job.
+//
+// Memory follows the jobs stored, up and down: once Prune returns, the
+// maps hold at most four times the room their entries need, the heaps'
+// arrays at most four times, and the history log's chunks at most twice,
+// plus one chunk of 1,024 records (and 16 bytes per chunk at the peak).
+//
+// Nothing is persisted: a process restart loses everything.
 package memstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"hash/maphash"
-	"sort"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -27,92 +51,65 @@ import (
 // Store is an in-memory jobstate.Store. The zero value is not usable; call
 // New.
 type Store struct {
-	// mu guards the maps, the indexes and every entry's data. Entries'
-	// data are written only while both mu and the entry's lock are held, so
-	// a holder of the entry lock may read its entry without mu.
-	mu     sync.RWMutex
-	jobs   map[uuid.UUID]*entry
-	keys   map[keyID]*entry
-	ready  map[string]*heap
-	wake   *heap
-	leased map[*entry]struct{}
-	log    historyLog
+	// mu guards the maps, the indexes, the history log and every entry's
+	// data. Entries' job, executions and effects are written only while
+	// both mu and the entry's lock are held, so a holder of the entry lock
+	// may read them without mu. Functions run with neither mu nor any lock
+	// but their own job's (or key's) held.
+	mu       sync.RWMutex
+	jobs     smap[uuid.UUID, *entry]
+	keys     smap[keyID, *entry]
+	machines map[string]*machine
+	done     doneQueue // terminal jobs, by completion time
+	leased   *heap     // jobs holding leases, by heartbeat
+	log      historyLog
 
-	seed     maphash.Seed
-	keyLocks [64]sync.Mutex
-}
+	keyLocks keyLocks
 
-type keyID struct{ machine, key string }
-
-// logChunk is how many transition records one chunk of the store's
-// history log holds.
-const logChunk = 1024
-
-// historyLog holds every job's transition records, appended in chunks
-// that are never moved: a job keeps only the positions of its records, so
-// a growing history costs a few bytes per record, not a reallocation of
-// the records themselves.
-//
-// Pruned jobs' records are cleared, and a chunk whose records are all
-// cleared is released.
-type historyLog struct {
-	chunks [][]jobstate.Transition
-	live   []int // records not yet cleared, per chunk
-	n      int
-}
-
-func (l *historyLog) add(t jobstate.Transition) int {
-	if l.n%logChunk == 0 {
-		l.chunks = append(l.chunks, make([]jobstate.Transition, 0, logChunk))
-		l.live = append(l.live, 0)
-	}
-	c := &l.chunks[len(l.chunks)-1]
-	*c = append(*c, t)
-	l.live[len(l.live)-1]++
-	l.n++
-	return l.n - 1
-}
-
-// clear forgets the record at pos, releasing its chunk once the chunk is
-// full and holds no record still needed.
-func (l *historyLog) clear(pos int) {
-	ci := pos / logChunk
-	l.chunks[ci][pos%logChunk] = jobstate.Transition{}
-	l.live[ci]--
-	if l.live[ci] == 0 && len(l.chunks[ci]) == logChunk {
-		l.chunks[ci] = nil
-	}
-}
-
-func (l *historyLog) at(pos int) *jobstate.Transition {
-	return &l.chunks[pos/logChunk][pos%logChunk]
+	// testBetweenBatches, when set by a test, is called between the
+	// batches of a Prune, with no lock held.
+	testBetweenBatches func()
 }
 
 // entry is one job with everything stored beside it.
 type entry struct {
-	lock    sync.Mutex // held for the whole of an Update or Create
+	lock sync.Mutex // held for the whole of an Update or Create
+	// gone is set, under lock and mu, when the job is pruned.
+	gone bool
+	// wakeIn says the entry is in its machine's wake index.
+	wakeIn bool
+	// doneIn, doneSeq and doneS, doneNs are the entry's current item in
+	// the terminal queue: whether there is one, its sequence number and its
+	// completion time (as in tkey).
+	doneIn  bool
+	doneSeq uint32
+	doneS   int64
+	doneNs  int32
+	// Positions in the scheduled or available heap of the machine and the
+	// leased heap; -1 when absent.
+	schedAt, availAt, leaseAt int32
+	// key is the key the job took over when it was created, if any.
+	key     *keyID
+	m       *machine
+	wk      wakeNode
+	history []int // positions in the history log
 	job     jobstate.Job
 	execs   []jobstate.Execution
-	history []int // positions in the store's history log
 	effects []jobstate.EffectRecord
-	// gone is set, under lock, when the job is pruned.
-	gone bool
-	// leased mirrors membership of the store's leased set.
-	leased bool
-	// positions in the ready heap of the job's machine and the wake heap;
-	// -1 when absent.
-	readyAt, wakeAt int
+}
+
+func newEntry(m *machine) *entry {
+	return &entry{m: m, schedAt: -1, availAt: -1, leaseAt: -1, wk: wakeNode{prio: rand.Uint32()}}
 }
 
 // New returns an empty store.
 func New() *Store {
 	return &Store{
-		jobs:   make(map[uuid.UUID]*entry),
-		keys:   make(map[keyID]*entry),
-		ready:  make(map[string]*heap),
-		wake:   newHeap(wakeKey, func(e *entry) *int { return &e.wakeAt }),
-		leased: make(map[*entry]struct{}),
-		seed:   maphash.MakeSeed(),
+		jobs:     newSmap[uuid.UUID, *entry](),
+		keys:     newSmap[keyID, *entry](),
+		machines: make(map[string]*machine),
+		leased:   newHeap(leaseKey, func(e *entry) *int32 { return &e.leaseAt }),
+		log:      newHistoryLog(),
 	}
 }
 
@@ -124,13 +121,12 @@ var _ jobstate.Pruner = (*Store)(nil)
 func (s *Store) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.jobs)
+	return s.jobs.len()
 }
 
-func (s *Store) lookup(id uuid.UUID) (*entry, error) {
-	s.mu.RLock()
-	e := s.jobs[id]
-	s.mu.RUnlock()
+// read returns the entry of id, or ErrNotFound. Caller holds mu.
+func (s *Store) read(id uuid.UUID) (*entry, error) {
+	e, _ := s.jobs.get(id)
 	if e == nil {
 		return nil, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
 	}
@@ -144,9 +140,9 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (jobstate.Job, error) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	e := s.jobs[id]
-	if e == nil {
-		return jobstate.Job{}, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
+	e, err := s.read(id)
+	if err != nil {
+		return jobstate.Job{}, err
 	}
 	return e.job, nil
 }
@@ -158,9 +154,9 @@ func (s *Store) Executions(ctx context.Context, id uuid.UUID) ([]jobstate.Execut
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	e := s.jobs[id]
-	if e == nil {
-		return nil, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
+	e, err := s.read(id)
+	if err != nil {
+		return nil, err
 	}
 	return append([]jobstate.Execution(nil), e.execs...), nil
 }
@@ -172,9 +168,9 @@ func (s *Store) History(ctx context.Context, id uuid.UUID) ([]jobstate.Transitio
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	e := s.jobs[id]
-	if e == nil {
-		return nil, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
+	e, err := s.read(id)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]jobstate.Transition, len(e.history))
 	for i, pos := range e.history {
@@ -190,9 +186,9 @@ func (s *Store) Effects(ctx context.Context, id uuid.UUID) ([]jobstate.EffectRec
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	e := s.jobs[id]
-	if e == nil {
-		return nil, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
+	e, err := s.read(id)
+	if err != nil {
+		return nil, err
 	}
 	return append([]jobstate.EffectRecord(nil), e.effects...), nil
 }
@@ -206,51 +202,35 @@ func (s *Store) Count(ctx context.Context, machine string) (map[jobstate.State]i
 	out := make(map[jobstate.State]int)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for _, e := range s.jobs {
+	s.jobs.each(func(_ uuid.UUID, e *entry) {
 		if e.job.Machine == machine {
 			out[e.job.State]++
 		}
-	}
+	})
 	return out, nil
 }
 
-// Prune implements jobstate.Pruner. It scans every job: O(n), meant to
-// run now and then.
-func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
+// Stale implements jobstate.Store.
+func (s *Store) Stale(ctx context.Context, machine string, before time.Time, limit int) ([]jobstate.Job, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for id, e := range s.jobs {
-		if limit > 0 && n >= limit {
-			break
+	cut := tk(before)
+	var out []jobstate.Job
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	s.leased.walk(func(it *item) bool {
+		if machine == "" || it.e.job.Machine == machine {
+			out = append(out, it.e.job)
 		}
-		if !e.job.Terminal() || !e.job.CompletedAt.Before(before) || !e.lock.TryLock() {
-			continue // a locked job is being updated: it is not finished with
-		}
-		delete(s.jobs, id)
-		if k := (keyID{e.job.Machine, e.job.IdempotencyKey}); e.job.IdempotencyKey != "" && s.keys[k] == e {
-			delete(s.keys, k)
-		}
-		if h := s.ready[e.job.Machine]; h != nil {
-			h.set(e, false)
-		}
-		s.wake.set(e, false)
-		delete(s.leased, e)
-		for _, pos := range e.history {
-			s.log.clear(pos)
-		}
-		e.history, e.execs, e.effects = nil, nil, nil
-		e.gone = true
-		e.lock.Unlock()
-		n++
-	}
-	return n, nil
+		return limit <= 0 || len(out) < limit
+	}, func(it *item) bool { return it.t1.cmp(cut) < 0 })
+	return out, nil
 }
 
-// Create implements jobstate.Store.
+// Create implements jobstate.Store. Everything that could refuse the
+// creation, but the constraints on the Write itself, is checked before fn
+// is called.
 func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.CreateFunc) (jobstate.Job, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return jobstate.Job{}, false, err
@@ -259,12 +239,12 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 		return jobstate.Job{}, false, fmt.Errorf("%w: nil create function", jobstate.ErrInvalidArgument)
 	}
 	var existing *jobstate.Job
+	k := keyID{machine, key}
 	if key != "" {
-		lk := &s.keyLocks[maphash.String(s.seed, machine+"\x00"+key)%uint64(len(s.keyLocks))]
-		lk.Lock()
-		defer lk.Unlock()
+		l := s.keyLocks.lock(k)
+		defer s.keyLocks.unlock(k, l)
 		s.mu.RLock()
-		if holder := s.keys[keyID{machine, key}]; holder != nil {
+		if holder, _ := s.keys.get(k); holder != nil {
 			j := holder.job
 			existing = &j
 		}
@@ -283,19 +263,25 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 	if err := checkNew(w); err != nil {
 		return jobstate.Job{}, false, err
 	}
-	e := &entry{readyAt: -1, wakeAt: -1}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, _ := s.jobs.get(w.Job.ID); e != nil {
+		return jobstate.Job{}, false, fmt.Errorf("%w: %s", jobstate.ErrDuplicateJob, w.Job.ID)
+	}
+	m := s.machines[w.Job.Machine]
+	if m == nil {
+		m = newMachine()
+		s.machines[w.Job.Machine] = m
+	}
+	e := newEntry(m)
 	e.job = w.Job
 	e.execs = append(e.execs, w.Executions...)
 	e.effects = append(e.effects, w.Effects...)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, dup := s.jobs[w.Job.ID]; dup {
-		return jobstate.Job{}, false, fmt.Errorf("%w: %s", jobstate.ErrDuplicateJob, w.Job.ID)
-	}
-	s.jobs[w.Job.ID] = e
+	s.jobs.put(w.Job.ID, e)
 	s.record(e, w.Transitions)
 	if key != "" {
-		s.keys[keyID{machine, key}] = e
+		e.key = &k
+		s.keys.put(k, e)
 	}
 	s.reindex(e)
 	return e.job, true, nil
@@ -320,7 +306,9 @@ func (s *Store) Update(ctx context.Context, id uuid.UUID, fn jobstate.UpdateFunc
 	if fn == nil {
 		return jobstate.Job{}, fmt.Errorf("%w: nil update function", jobstate.ErrInvalidArgument)
 	}
-	e, err := s.lookup(id)
+	s.mu.RLock()
+	e, err := s.read(id)
+	s.mu.RUnlock()
 	if err != nil {
 		return jobstate.Job{}, err
 	}
@@ -434,129 +422,9 @@ func execIndex(list []jobstate.Execution, id uuid.UUID) int {
 	return -1
 }
 
-// record appends recs to e's history. Caller holds mu.
+// record appends recs to e's history. Caller holds mu for writing.
 func (s *Store) record(e *entry, recs []jobstate.Transition) {
-	for _, t := range recs {
-		e.history = append(e.history, s.log.add(t))
+	for i := range recs {
+		s.log.add(e, &recs[i])
 	}
-}
-
-// reindex puts e where its job belongs in the ready heap, the wake heap
-// and the leased set. Caller holds mu.
-func (s *Store) reindex(e *entry) {
-	ready := e.job.Kind == jobstate.KindReady
-	if ready || e.readyAt >= 0 {
-		h := s.ready[e.job.Machine]
-		if h == nil {
-			h = newHeap(readyKey, func(e *entry) *int { return &e.readyAt })
-			s.ready[e.job.Machine] = h
-		}
-		h.set(e, ready)
-	}
-	s.wake.set(e, !e.job.WakeAt.IsZero())
-	if leased := e.job.Leases > 0; leased != e.leased {
-		if leased {
-			s.leased[e] = struct{}{}
-		} else {
-			delete(s.leased, e)
-		}
-		e.leased = leased
-	}
-}
-
-// ClaimNext implements jobstate.Store.
-func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstate.UpdateFunc) (jobstate.Job, error) {
-	if fn == nil {
-		return jobstate.Job{}, fmt.Errorf("%w: nil claim function", jobstate.ErrInvalidArgument)
-	}
-	var passed map[*entry]bool // made on the first skip
-	for offers := 0; q.Limit <= 0 || offers < q.Limit; offers++ {
-		if err := ctx.Err(); err != nil {
-			return jobstate.Job{}, err
-		}
-		e := s.nextCandidate(q, passed)
-		if e == nil {
-			break
-		}
-		// e.lock is held.
-		job, err := s.run(ctx, e, fn)
-		e.lock.Unlock()
-		if err == nil {
-			return job, nil
-		}
-		if !errors.Is(err, jobstate.ErrSkip) {
-			return jobstate.Job{}, err
-		}
-		if passed == nil {
-			passed = make(map[*entry]bool)
-		}
-		passed[e] = true
-	}
-	return jobstate.Job{}, fmt.Errorf("%w: machine %q", jobstate.ErrNoJob, q.Machine)
-}
-
-// nextCandidate returns, locked, the first due ready job of q.Machine in
-// claim order that is not in passed and not locked by another update.
-func (s *Store) nextCandidate(q jobstate.ClaimQuery, passed map[*entry]bool) *entry {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	h := s.ready[q.Machine]
-	if h == nil {
-		return nil
-	}
-	var found *entry
-	h.walk(func(e *entry) bool {
-		if e.job.NotBefore.After(q.Now) {
-			return false // claim order puts every later job later still
-		}
-		if passed[e] || !e.lock.TryLock() {
-			return true
-		}
-		found = e
-		return false
-	}, func(e *entry) bool { return !e.job.NotBefore.After(q.Now) })
-	return found
-}
-
-// Due implements jobstate.Store.
-func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]uuid.UUID, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var out []uuid.UUID
-	s.wake.walk(func(e *entry) bool {
-		if limit > 0 && len(out) >= limit {
-			return false
-		}
-		out = append(out, e.job.ID)
-		return true
-	}, func(e *entry) bool { return !e.job.WakeAt.After(now) })
-	return out, nil
-}
-
-// Stale implements jobstate.Store.
-func (s *Store) Stale(ctx context.Context, machine string, before time.Time, limit int) ([]jobstate.Job, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.RLock()
-	var out []jobstate.Job
-	for e := range s.leased {
-		if (machine == "" || e.job.Machine == machine) && e.job.HeartbeatAt.Before(before) {
-			out = append(out, e.job)
-		}
-	}
-	s.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].HeartbeatAt.Equal(out[j].HeartbeatAt) {
-			return out[i].HeartbeatAt.Before(out[j].HeartbeatAt)
-		}
-		return out[i].ID.String() < out[j].ID.String()
-	})
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
 }

@@ -370,11 +370,15 @@ func testClaimNextOrder(t *testing.T, s jobstate.Store) {
 		j.NotBefore, j.Priority = notBefore, prio
 		return insert(t, s, j)
 	}
-	late := mk(now.Add(time.Second), 100, Epoch)      // not due
-	b := mk(time.Time{}, 0, Epoch.Add(2*time.Minute)) // due, low priority
-	a := mk(time.Time{}, 5, Epoch.Add(3*time.Minute)) // due, high priority
-	c := mk(time.Time{}, 0, Epoch.Add(time.Minute))   // due, low priority, older than b
-	d := mk(now, 9, Epoch)                            // due exactly now, but later not-before
+	late := mk(now.Add(time.Second), 100, Epoch)           // not due
+	far := mk(jobstate.MaxTime, 100, Epoch)                // not due before year 9999
+	b := mk(time.Time{}, 0, Epoch.Add(2*time.Minute))      // due since 00:02, low priority
+	a := mk(time.Time{}, 5, Epoch.Add(3*time.Minute))      // due, high priority
+	c := mk(time.Time{}, 0, Epoch.Add(time.Minute))        // due since 00:01, low priority
+	d := mk(now, 9, Epoch)                                 // due exactly now, highest due priority
+	r := mk(Epoch.Add(90*time.Second), 0, Epoch)           // a retry due since 00:01:30
+	old := mk(time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC), // due since creation
+		0, Epoch.Add(4*time.Minute))
 	other := mkJob(Epoch)
 	other.Machine = "elsewhere"
 	insert(t, s, other)
@@ -394,8 +398,9 @@ func testClaimNextOrder(t *testing.T, s jobstate.Store) {
 		assert.Equal(t, jobstate.KindActive, got.Kind)
 		order = append(order, got.ID)
 	}
-	assert.Equal(t, []uuid.UUID{a.ID, c.ID, b.ID, d.ID}, order, "claim order: not-before, priority, age")
+	assert.Equal(t, []uuid.UUID{d.ID, a.ID, c.ID, r.ID, b.ID, old.ID}, order, "claim order: priority, then due time, then age")
 	assert.Equal(t, jobstate.KindReady, load(t, s, late.ID).Job.Kind, "a job is never offered before its not-before")
+	assert.Equal(t, jobstate.KindReady, load(t, s, far.ID).Job.Kind, "a job is never offered before its not-before")
 }
 
 func testClaimNextSkip(t *testing.T, s jobstate.Store) {
@@ -441,24 +446,51 @@ func testClaimNextSkip(t *testing.T, s jobstate.Store) {
 	assert.ErrorIs(t, err, jobstate.ErrNoJob)
 }
 
+// dueIDs pages through s.Due with the given page size and returns the ids
+// in order.
+func dueIDs(t *testing.T, s jobstate.Store, q jobstate.DueQuery) []uuid.UUID {
+	t.Helper()
+	var out []uuid.UUID
+	for {
+		page, err := s.Due(context.Background(), q)
+		require.NoError(t, err)
+		for _, d := range page {
+			out = append(out, d.ID)
+		}
+		if q.Limit <= 0 || len(page) < q.Limit {
+			return out
+		}
+		require.NotEmpty(t, page)
+		q.AfterWake, q.AfterID = page[len(page)-1].WakeAt, page[len(page)-1].ID
+	}
+}
+
 func testDue(t *testing.T, s jobstate.Store) {
 	ctx := context.Background()
 	now := Epoch.Add(time.Hour)
-	mk := func(wake time.Time) jobstate.Job {
+	mk := func(machine string, wake time.Time) jobstate.Job {
 		j := mkJob(Epoch)
-		j.WakeAt = wake
+		j.Machine, j.WakeAt = machine, wake
 		return insert(t, s, j)
 	}
-	mk(time.Time{})
-	mk(now.Add(time.Nanosecond))
-	b := mk(now)
-	a := mk(now.Add(-time.Minute))
-	ids, err := s.Due(ctx, now, 10)
+	mk("m", time.Time{})
+	mk("m", now.Add(time.Nanosecond))
+	mk("m", jobstate.MaxTime)
+	b := mk("m", now)
+	a := mk("m", now.Add(-time.Minute))
+	ancient := mk("m", time.Date(1500, 6, 1, 0, 0, 0, 0, time.UTC))
+	x := mk("x", now.Add(-time.Second))
+	all := dueIDs(t, s, jobstate.DueQuery{Now: now})
+	assert.Equal(t, []uuid.UUID{ancient.ID, a.ID, x.ID, b.ID}, all, "earliest wake first, years outside 1678-2262 included")
+	assert.Equal(t, []uuid.UUID{ancient.ID, a.ID, b.ID}, dueIDs(t, s, jobstate.DueQuery{Now: now, Machines: []string{"m"}}), "only the machines asked for")
+	assert.Equal(t, []uuid.UUID{x.ID}, dueIDs(t, s, jobstate.DueQuery{Now: now, Machines: []string{"x", "y"}}))
+	for _, limit := range []int{1, 2, 3} {
+		assert.Equal(t, all, dueIDs(t, s, jobstate.DueQuery{Now: now, Limit: limit}), "paging by %d visits each job once", limit)
+	}
+	page, err := s.Due(ctx, jobstate.DueQuery{Now: now, Limit: 1})
 	require.NoError(t, err)
-	assert.Equal(t, []uuid.UUID{a.ID, b.ID}, ids)
-	ids, err = s.Due(ctx, now, 1)
-	require.NoError(t, err)
-	assert.Equal(t, []uuid.UUID{a.ID}, ids)
+	require.Len(t, page, 1)
+	assert.Equal(t, jobstate.DueJob{ID: ancient.ID, WakeAt: ancient.WakeAt}, jobstate.DueJob{ID: page[0].ID, WakeAt: page[0].WakeAt.UTC()})
 	// Moving the wake time moves the job in the index.
 	_, err = s.Update(ctx, a.ID, func(_ context.Context, cur jobstate.Snapshot) (jobstate.Write, error) {
 		j := cur.Job
@@ -467,9 +499,7 @@ func testDue(t *testing.T, s jobstate.Store) {
 		return jobstate.Write{Job: j}, nil
 	})
 	require.NoError(t, err)
-	ids, err = s.Due(ctx, now, 10)
-	require.NoError(t, err)
-	assert.Equal(t, []uuid.UUID{b.ID}, ids)
+	assert.Equal(t, []uuid.UUID{ancient.ID, x.ID, b.ID}, dueIDs(t, s, jobstate.DueQuery{Now: now}))
 }
 
 func testStale(t *testing.T, s jobstate.Store) {

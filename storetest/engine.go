@@ -23,7 +23,7 @@ func RunEngine(t *testing.T, newStore NewStore) {
 		name string
 		fn   func(t *testing.T, newStore NewStore)
 	}{
-		{"Seed001Traces", testSeed001Traces},
+		{"DocProcTraces", testDocProcTraces},
 		{"RefusedOperationsChangeNothing", testRefusals},
 		{"ObserversSeeEveryTransition", testObservers},
 		{"HeartbeatKeepsLease", testHeartbeat},
@@ -65,9 +65,9 @@ func RunEngine(t *testing.T, newStore NewStore) {
 	}
 }
 
-// testSeed001Traces replays the four example traces of seed 001 on a fake
+// testDocProcTraces replays the four example traces of document processing on a fake
 // clock, with retry counts, error classes and the 1 s backoff.
-func testSeed001Traces(t *testing.T, newStore NewStore) {
+func testDocProcTraces(t *testing.T, newStore NewStore) {
 	timeout := errors.New("timeout")
 	run := func(t *testing.T, outcomes []error) (*fixture, jobstate.Job) {
 		f := newFixture(t, newStore, nil, m.DocsSpec())
@@ -250,7 +250,7 @@ func testHeartbeat(t *testing.T, newStore NewStore) {
 	assert.Equal(t, "lease expired", got.LastError)
 }
 
-// testFM001 reproduces seed 002's FM_001 and proves it prevented: worker A
+// testFM001 reproduces the exactly-once lifecycle's FM_001 and proves it prevented: worker A
 // stalls past its lease, B re-runs the job and commits, A's late commit and
 // finish are refused and change nothing; the effect ran once.
 func testFM001(t *testing.T, newStore NewStore) {
@@ -387,7 +387,7 @@ func testCommitEffectError(t *testing.T, newStore NewStore) {
 	assert.NoError(t, err, "the execution may try again")
 }
 
-// testConcurrentExecutions: seed 003's several submissions to one bounty;
+// testConcurrentExecutions: bounty marketplace's several submissions to one bounty;
 // the first to commit wins atomically and the others are discarded.
 func testConcurrentExecutions(t *testing.T, newStore NewStore) {
 	var refunds counter
@@ -503,7 +503,7 @@ func testIdempotency(t *testing.T, newStore NewStore) {
 	assert.Equal(t, c1.Job.ID, kc.Holder)
 	assert.Equal(t, before, f.snapshot(c1.Job.ID))
 
-	// A failed job frees its key (seed 000).
+	// A failed job frees its key (image generation).
 	c := f.claim("image", "w")
 	_, err = f.eng.Fail(f.ctx, c.Lease, errors.New("API 500"))
 	require.NoError(t, err)
@@ -617,7 +617,7 @@ func testDeadlines(t *testing.T, newStore NewStore) {
 	assert.Equal(t, m.DExpired, got.State)
 	assert.Equal(t, jobstate.OutcomeExpired, got.Outcome)
 
-	// Lazy expiry on read (seed 003), with judging submissions failed.
+	// Lazy expiry on read (bounty marketplace), with judging submissions failed.
 	b := f.create("bounty", jobstate.NewJob{Owner: "buyer", Deadline: f.clock.Now().Add(time.Minute)})
 	f.fire(b.ID, m.Fund, "buyer")
 	c, err := f.eng.ClaimJob(f.ctx, b.ID, jobstate.ClaimRequest{Worker: "w", TTL: time.Hour})
@@ -633,7 +633,7 @@ func testDeadlines(t *testing.T, newStore NewStore) {
 	assert.ErrorIs(t, err, jobstate.ErrLeaseLost)
 }
 
-// testExhaustChain: seed 000 parks failures in a waiting "failed" state;
+// testExhaustChain: image generation parks failures in a waiting "failed" state;
 // with retries spent the engine goes on to dead_letter in the same write.
 func testExhaustChain(t *testing.T, newStore NewStore) {
 	f := newFixture(t, newStore, nil, m.ImageSpec())
@@ -737,7 +737,7 @@ func testSeveralActiveStates(t *testing.T, newStore NewStore) {
 	require.NoError(t, err)
 	assert.Equal(t, m.DDelivered, got.State)
 
-	// A lease lost in CLAIMED takes the abandon rule (seed 004's
+	// A lease lost in CLAIMED takes the abandon rule (file delivery's
 	// heartbeat_timeout), with attempt+1 at the next claim.
 	k := f.create("delivery", jobstate.NewJob{})
 	f.claim("delivery", "w")
@@ -1036,12 +1036,12 @@ func testCommittedOnlyFinishes(t *testing.T, newStore NewStore) {
 // retry rules makes a retryable failure fail the job, not stick it.
 func testRetryWithoutRoute(t *testing.T, newStore NewStore) {
 	f := newFixture(t, newStore, nil, toggleLikeSpec())
-	f.create("plain", jobstate.NewJob{Retry: &jobstate.RetryPolicy{MaxRetries: 5}})
+	f.create("plain", jobstate.NewJob{Retry: &jobstate.RetryOverride{MaxRetries: jobstate.Retries(5)}})
 	c := f.claim("plain", "w")
 	got, err := f.eng.Fail(f.ctx, c.Lease, errors.New("flaky"))
 	require.NoError(t, err)
 	assert.Equal(t, jobstate.State("failed"), got.State)
-	k := f.create("plain", jobstate.NewJob{Retry: &jobstate.RetryPolicy{MaxRetries: 5}})
+	k := f.create("plain", jobstate.NewJob{Retry: &jobstate.RetryOverride{MaxRetries: jobstate.Retries(5)}})
 	f.claim("plain", "w")
 	f.clock.Advance(time.Hour)
 	r := f.sweep()

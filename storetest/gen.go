@@ -95,7 +95,9 @@ func genMachine(t *rapid.T) (jobstate.Spec, []jobstate.Event) {
 			rule(one(st("R", i-1)), "shift", r)
 			rule(one(r), jobstate.EventClaim, pick(fmt.Sprintf("claim%d", i), "A", nActive))
 		}
-		rule(one(r), jobstate.EventCancel, "C")
+		if i == 0 || rapid.Bool().Draw(t, fmt.Sprintf("cancelReady%d", i)) {
+			rule(one(r), jobstate.EventCancel, "C")
+		}
 		if withExpire {
 			rule(one(r), jobstate.EventExpire, "X")
 		}
@@ -105,7 +107,11 @@ func genMachine(t *rapid.T) (jobstate.Spec, []jobstate.Event) {
 		if i > 0 {
 			rule(one(st("A", i-1)), "step", a)
 		}
-		rule(one(a), jobstate.EventSucceed, "S")
+		if i == 0 || rapid.Bool().Draw(t, fmt.Sprintf("succeed%d", i)) {
+			// Active states after the first may have no succeed rule (file
+			// delivery's CLAIMED): a commit there is refused.
+			rule(one(a), jobstate.EventSucceed, "S")
+		}
 		if i < nWait {
 			rule(one(a), jobstate.EventRetry, st("W", i))
 		} else {

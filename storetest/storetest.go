@@ -9,9 +9,10 @@
 // The suite checks every clause of the Store contract directly, the same
 // clauses under concurrency (run it with -race), the engine's lifecycle on
 // the store (leases, the commit boundary, retries, idempotency, recovery),
-// and the invariants of DESIGN §4 as property-based tests with
+// the invariants of the specification as property-based tests with
 // pgregory.net/rapid over random definitions and random operation
-// sequences, and replays the language-neutral conformance vectors.
+// sequences, the same with faults injected around the store (FaultyStore),
+// and replays the language-neutral conformance vectors.
 package storetest
 
 import (
@@ -31,9 +32,20 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Contract", func(t *testing.T) { RunContract(t, newStore) })
 	t.Run("Concurrency", func(t *testing.T) { RunConcurrency(t, newStore) })
 	t.Run("Engine", func(t *testing.T) { RunEngine(t, newStore) })
+	t.Run("Hardening", func(t *testing.T) { RunHardening(t, newStore) })
 	t.Run("Properties", func(t *testing.T) { RunProperties(t, newStore) })
+	t.Run("Faults", func(t *testing.T) { RunFaults(t, newStore) })
+	t.Run("List", func(t *testing.T) { RunList(t, newStore) })
+	t.Run("Batch", func(t *testing.T) { RunBatch(t, newStore) })
+	t.Run("Notify", func(t *testing.T) { RunNotify(t, newStore) })
 	t.Run("Vectors", func(t *testing.T) { conformance.Run(t, newStore) })
+	// Three generated scenarios of each of the corpus's machines; the
+	// conformance package replays the whole corpus on memstore.
+	t.Run("Generated", func(t *testing.T) { conformance.RunGenerated(t, newStore, generatedPerStore) })
 }
+
+// generatedPerStore is how many generated scenarios every store replays.
+const generatedPerStore = 111
 
 // Epoch is the fake clock's starting time in every test of the suite.
 var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
