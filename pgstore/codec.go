@@ -1,0 +1,310 @@
+package pgstore
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/jobstate/jobstate"
+)
+
+// Every instant is stored as a timestamptz floored to the microsecond and
+// the nanoseconds below it (0-999), so that Go's times round-trip and
+// order exactly over [jobstate.MinTime, jobstate.MaxTime]. The zero time
+// is '-infinity' (it orders first, as in Go), except where it means
+// "never" (wake_at), where it is NULL.
+
+var negInf = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+
+// encTime splits t into its microsecond part and its nanoseconds below.
+func encTime(t time.Time) (pgtype.Timestamptz, int16) {
+	if t.IsZero() {
+		return negInf, 0
+	}
+	u := t.Truncate(time.Microsecond)
+	return pgtype.Timestamptz{Time: u, Valid: true}, int16(t.Sub(u))
+}
+
+// encNullTime is encTime with the zero time stored as NULL.
+func encNullTime(t time.Time) (pgtype.Timestamptz, int16) {
+	if t.IsZero() {
+		return pgtype.Timestamptz{}, 0
+	}
+	return encTime(t)
+}
+
+// decTime joins what encTime split, in UTC; NULL and infinities are the
+// zero time.
+func decTime(ts pgtype.Timestamptz, ns int16) time.Time {
+	if !ts.Valid || ts.InfinityModifier != pgtype.Finite {
+		return time.Time{}
+	}
+	return ts.Time.UTC().Add(time.Duration(ns))
+}
+
+// tsPair is the scan target of one instant.
+type tsPair struct {
+	ts pgtype.Timestamptz
+	ns int16
+}
+
+func (p *tsPair) time() time.Time { return decTime(p.ts, p.ns) }
+
+func encUUID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: id != uuid.Nil} }
+
+func decUUID(u pgtype.UUID) uuid.UUID {
+	if !u.Valid {
+		return uuid.Nil
+	}
+	return u.Bytes
+}
+
+var kindNames = map[jobstate.Kind]string{
+	jobstate.KindInitial: "initial", jobstate.KindReady: "ready", jobstate.KindActive: "active",
+	jobstate.KindWaiting: "waiting", jobstate.KindTerminal: "terminal",
+}
+
+var kindsByName = map[string]jobstate.Kind{
+	"initial": jobstate.KindInitial, "ready": jobstate.KindReady, "active": jobstate.KindActive,
+	"waiting": jobstate.KindWaiting, "terminal": jobstate.KindTerminal,
+}
+
+func encKind(k jobstate.Kind) (string, error) {
+	name, ok := kindNames[k]
+	if !ok {
+		return "", fmt.Errorf("%w: invalid kind %d", jobstate.ErrInvalidArgument, uint8(k))
+	}
+	return name, nil
+}
+
+// jobColumns lists the columns a job is read from, in scan order.
+const jobColumns = `id, machine, state, kind, outcome, payload, result, version, attempt,
+ retry_count, max_retries, backoff_kind, backoff_initial, backoff_factor, backoff_max,
+ backoff_jitter, own_backoff, last_error, error_class, idempotency_key, fingerprint, owner,
+ priority, created_at, created_ns, updated_at, updated_ns, started_at, started_ns,
+ completed_at, completed_ns, not_before, not_before_ns, deadline, deadline_ns, leases,
+ lease_expires_at, lease_expires_ns, heartbeat_at, heartbeat_ns, committed,
+ cancel_requested, wake_at, wake_ns, sweep_failures, sweep_retry_at, sweep_retry_ns`
+
+// jobWriteColumns lists the columns a job is written to, in the order of
+// jobArgs: jobColumns and the claim order's due time.
+const jobWriteColumns = jobColumns + `, due_at, due_ns`
+
+// jobPlaceholders is "$1, ..., $n" for jobWriteColumns.
+var jobPlaceholders = placeholders(1, 49)
+
+func placeholders(from, n int) string {
+	b := make([]byte, 0, n*5)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = fmt.Appendf(b, "$%d", from+i)
+	}
+	return string(b)
+}
+
+// jobArgs returns the values of jobWriteColumns for j.
+func jobArgs(j *jobstate.Job) ([]any, error) {
+	kind, err := encKind(j.Kind)
+	if err != nil {
+		return nil, err
+	}
+	created, createdNs := encTime(j.CreatedAt)
+	updated, updatedNs := encTime(j.UpdatedAt)
+	started, startedNs := encTime(j.StartedAt)
+	completed, completedNs := encTime(j.CompletedAt)
+	notBefore, notBeforeNs := encTime(j.NotBefore)
+	deadline, deadlineNs := encTime(j.Deadline)
+	leaseExp, leaseExpNs := encTime(j.LeaseExpiresAt)
+	hb, hbNs := encTime(j.HeartbeatAt)
+	wake, wakeNs := encNullTime(j.WakeAt)
+	retry, retryNs := encTime(j.SweepRetryAt)
+	due, dueNs := encTime(j.DueAt())
+	return []any{
+		j.ID, j.Machine, string(j.State), kind, string(j.Outcome), j.Payload, j.Result, j.Version, j.Attempt,
+		j.RetryCount, j.MaxRetries, string(j.Backoff.Kind), int64(j.Backoff.Initial), j.Backoff.Factor, int64(j.Backoff.Max),
+		string(j.Backoff.Jitter), j.OwnBackoff, j.LastError, string(j.ErrorClass), j.IdempotencyKey, j.Fingerprint, j.Owner,
+		j.Priority, created, createdNs, updated, updatedNs, started, startedNs,
+		completed, completedNs, notBefore, notBeforeNs, deadline, deadlineNs, j.Leases,
+		leaseExp, leaseExpNs, hb, hbNs, encUUID(j.Committed),
+		j.CancelRequested, wake, wakeNs, j.SweepFailures, retry, retryNs,
+		due, dueNs,
+	}, nil
+}
+
+// jobRow is the scan target of jobColumns.
+type jobRow struct {
+	id                                              uuid.UUID
+	machine, state, kind, outcome                   string
+	payload, result                                 []byte
+	version                                         int64
+	attempt, retryCount, maxRetries                 int64
+	boKind, boJitter                                string
+	boInitial, boMax                                int64
+	boFactor                                        float64
+	ownBackoff                                      bool
+	lastError, errorClass, key, fingerprint, owner  string
+	priority, leases, sweepFailures                 int64
+	created, updated, started, completed, notBefore tsPair
+	deadline, leaseExp, heartbeat, wake, sweepRetry tsPair
+	committed                                       pgtype.UUID
+	cancelRequested                                 bool
+}
+
+func (r *jobRow) dest() []any {
+	return []any{
+		&r.id, &r.machine, &r.state, &r.kind, &r.outcome, &r.payload, &r.result, &r.version, &r.attempt,
+		&r.retryCount, &r.maxRetries, &r.boKind, &r.boInitial, &r.boFactor, &r.boMax,
+		&r.boJitter, &r.ownBackoff, &r.lastError, &r.errorClass, &r.key, &r.fingerprint, &r.owner,
+		&r.priority, &r.created.ts, &r.created.ns, &r.updated.ts, &r.updated.ns, &r.started.ts, &r.started.ns,
+		&r.completed.ts, &r.completed.ns, &r.notBefore.ts, &r.notBefore.ns, &r.deadline.ts, &r.deadline.ns, &r.leases,
+		&r.leaseExp.ts, &r.leaseExp.ns, &r.heartbeat.ts, &r.heartbeat.ns, &r.committed,
+		&r.cancelRequested, &r.wake.ts, &r.wake.ns, &r.sweepFailures, &r.sweepRetry.ts, &r.sweepRetry.ns,
+	}
+}
+
+func (r *jobRow) job() (jobstate.Job, error) {
+	kind, ok := kindsByName[r.kind]
+	if !ok {
+		return jobstate.Job{}, fmt.Errorf("pgstore: job %s has unknown kind %q", r.id, r.kind)
+	}
+	return jobstate.Job{
+		ID: r.id, Machine: r.machine, State: jobstate.State(r.state), Kind: kind, Outcome: jobstate.Outcome(r.outcome),
+		Payload: r.payload, Result: r.result, Version: r.version, Attempt: int(r.attempt),
+		RetryCount: int(r.retryCount), MaxRetries: int(r.maxRetries),
+		Backoff: jobstate.Backoff{
+			Kind: jobstate.BackoffKind(r.boKind), Initial: time.Duration(r.boInitial), Factor: r.boFactor,
+			Max: time.Duration(r.boMax), Jitter: jobstate.Jitter(r.boJitter),
+		},
+		OwnBackoff: r.ownBackoff, LastError: r.lastError, ErrorClass: jobstate.ErrorClass(r.errorClass),
+		IdempotencyKey: r.key, Fingerprint: r.fingerprint, Owner: r.owner, Priority: int(r.priority),
+		CreatedAt: r.created.time(), UpdatedAt: r.updated.time(), StartedAt: r.started.time(),
+		CompletedAt: r.completed.time(), NotBefore: r.notBefore.time(), Deadline: r.deadline.time(),
+		Leases: int(r.leases), LeaseExpiresAt: r.leaseExp.time(), HeartbeatAt: r.heartbeat.time(),
+		Committed: decUUID(r.committed), CancelRequested: r.cancelRequested, WakeAt: r.wake.time(),
+		SweepFailures: int(r.sweepFailures), SweepRetryAt: r.sweepRetry.time(),
+	}, nil
+}
+
+// scanJobs reads every row of rows as a job.
+func scanJobs(rows pgx.Rows) ([]jobstate.Job, error) {
+	defer rows.Close()
+	var out []jobstate.Job
+	var r jobRow
+	dest := r.dest()
+	for rows.Next() {
+		r = jobRow{}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		j, err := r.job()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// execColumns lists the columns an execution is read from.
+const execColumns = `job_id, id, attempt, owner, status, lease_expires_at, lease_expires_ns,
+ heartbeat_at, heartbeat_ns, claimed_at, claimed_ns, started_at, started_ns,
+ finished_at, finished_ns, error`
+
+func scanExecs(rows pgx.Rows) ([]jobstate.Execution, error) {
+	defer rows.Close()
+	var out []jobstate.Execution
+	for rows.Next() {
+		var x jobstate.Execution
+		var attempt int64
+		var status string
+		var lease, hb, claimed, started, finished tsPair
+		if err := rows.Scan(&x.JobID, &x.ID, &attempt, &x.Owner, &status, &lease.ts, &lease.ns,
+			&hb.ts, &hb.ns, &claimed.ts, &claimed.ns, &started.ts, &started.ns,
+			&finished.ts, &finished.ns, &x.Error); err != nil {
+			return nil, err
+		}
+		x.Attempt, x.Status = int(attempt), jobstate.ExecStatus(status)
+		x.LeaseExpiresAt, x.HeartbeatAt, x.ClaimedAt = lease.time(), hb.time(), claimed.time()
+		x.StartedAt, x.FinishedAt = started.time(), finished.time()
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}
+
+// execArgs returns the values of an executions row (job_id first).
+func execArgs(jobID uuid.UUID, x *jobstate.Execution) []any {
+	lease, leaseNs := encTime(x.LeaseExpiresAt)
+	hb, hbNs := encTime(x.HeartbeatAt)
+	claimed, claimedNs := encTime(x.ClaimedAt)
+	started, startedNs := encTime(x.StartedAt)
+	finished, finishedNs := encTime(x.FinishedAt)
+	return []any{jobID, x.ID, x.Attempt, x.Owner, string(x.Status), lease, leaseNs, hb, hbNs,
+		claimed, claimedNs, started, startedNs, finished, finishedNs, x.Error}
+}
+
+const transitionColumns = `job_id, version, from_state, event, to_state, actor, reason, exec_id, at, at_ns`
+
+func scanTransitions(rows pgx.Rows) ([]jobstate.Transition, error) {
+	defer rows.Close()
+	var out []jobstate.Transition
+	for rows.Next() {
+		var t jobstate.Transition
+		var from, ev, to string
+		var exec pgtype.UUID
+		var at tsPair
+		if err := rows.Scan(&t.JobID, &t.Version, &from, &ev, &to, &t.Actor, &t.Reason, &exec, &at.ts, &at.ns); err != nil {
+			return nil, err
+		}
+		t.From, t.Event, t.To = jobstate.State(from), jobstate.Event(ev), jobstate.State(to)
+		t.ExecID, t.At = decUUID(exec), at.time()
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+func transitionArgs(jobID uuid.UUID, t *jobstate.Transition) []any {
+	at, atNs := encTime(t.At)
+	return []any{jobID, t.Version, string(t.From), string(t.Event), string(t.To), t.Actor, t.Reason, encUUID(t.ExecID), at, atNs}
+}
+
+const effectColumns = `name, exec_id, actor, at, at_ns`
+
+func scanEffects(rows pgx.Rows) ([]jobstate.EffectRecord, error) {
+	defer rows.Close()
+	var out []jobstate.EffectRecord
+	for rows.Next() {
+		e, err := scanEffect(rows, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// scanEffect scans one row of effectColumns, preceded by the job's id
+// when jobID is not nil.
+func scanEffect(rows pgx.Rows, jobID *uuid.UUID) (jobstate.EffectRecord, error) {
+	var e jobstate.EffectRecord
+	var exec pgtype.UUID
+	var at tsPair
+	dest := []any{&e.Name, &exec, &e.Actor, &at.ts, &at.ns}
+	if jobID != nil {
+		dest = append([]any{jobID}, dest...)
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return e, err
+	}
+	e.ExecID, e.At = decUUID(exec), at.time()
+	return e, nil
+}
+
+func effectArgs(jobID uuid.UUID, e *jobstate.EffectRecord) []any {
+	at, atNs := encTime(e.At)
+	return []any{jobID, e.Name, encUUID(e.ExecID), e.Actor, at, atNs}
+}

@@ -1,0 +1,273 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// beginSQL starts every transaction of the store. The isolation level is
+// set explicitly, so that a server or role default cannot change it.
+const beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED"
+
+// ender is a transaction that can send its last batch and end in the same
+// round trip: its COMMIT (or, for a savepoint, its RELEASE) is queued
+// after the batch's statements.
+type ender interface {
+	pgx.Tx
+	commitWith(ctx context.Context, b *pgx.Batch) error
+}
+
+// connTx is a transaction of the store: its own, on a pooled connection
+// (BEGIN … COMMIT), or a savepoint of another transaction (SAVEPOINT …
+// RELEASE SAVEPOINT). Its first statement is not sent by itself: it goes
+// to the server in front of the first batch, and the last one (COMMIT or
+// RELEASE) goes with the last batch (commitWith), so that a write that
+// locks, reads and writes costs two round trips, not four, and a
+// savepoint that is never used costs nothing. Statements sent any other
+// way (Exec, Query, … from a user's effect) send the first statement by
+// itself if it is still pending.
+type connTx struct {
+	q       querier       // where statements go: the connection, or the parent transaction
+	conn    *pgxpool.Conn // the pooled connection, released at the end (own transactions only)
+	start   string        // BEGIN, or SAVEPOINT name
+	end     string        // COMMIT, or RELEASE SAVEPOINT name
+	abort   string        // ROLLBACK, or ROLLBACK TO SAVEPOINT name; RELEASE SAVEPOINT name
+	pending bool          // start not sent yet
+	ended   bool
+}
+
+var _ ender = (*connTx)(nil)
+
+// spSeq names savepoints, uniquely in a process.
+var spSeq atomic.Uint64
+
+// beginConn acquires a connection for a transaction whose BEGIN is sent
+// with its first statements.
+func (s *Store) beginConn(ctx context.Context) (*connTx, error) {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &connTx{q: c, conn: c, start: beginSQL, end: "COMMIT", abort: "ROLLBACK", pending: true}, nil
+}
+
+// savepointOf returns a savepoint of q (a transaction), sent with its
+// first statements.
+func savepointOf(q querier) *connTx {
+	name := "pgstore_sp" + strconv.FormatUint(spSeq.Add(1), 10)
+	return &connTx{q: q, start: "SAVEPOINT " + name, end: "RELEASE SAVEPOINT " + name,
+		abort: "ROLLBACK TO SAVEPOINT " + name + "; RELEASE SAVEPOINT " + name, pending: true}
+}
+
+func (t *connTx) live() error {
+	if t.ended {
+		return pgx.ErrTxClosed
+	}
+	return nil
+}
+
+// sendStart sends a pending first statement by itself.
+func (t *connTx) sendStart(ctx context.Context) error {
+	if err := t.live(); err != nil {
+		return err
+	}
+	if !t.pending {
+		return nil
+	}
+	if _, err := t.q.Exec(ctx, t.start); err != nil {
+		return err
+	}
+	t.pending = false
+	return nil
+}
+
+// SendBatch sends b, preceded by the first statement if it is pending.
+func (t *connTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if err := t.live(); err != nil {
+		return errBatch{err}
+	}
+	if !t.pending {
+		return t.q.SendBatch(ctx, b)
+	}
+	t.pending = false
+	nb := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+1)}
+	nb.Queue(t.start)
+	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
+	br := t.q.SendBatch(ctx, nb)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return errBatch{err}
+	}
+	return br
+}
+
+// commitWith sends b (nil: nothing) and the last statement (COMMIT or
+// RELEASE) in one round trip, and releases the connection. A COMMIT that
+// rolled back (the transaction had failed) is pgx.ErrTxCommitRollback.
+func (t *connTx) commitWith(ctx context.Context, b *pgx.Batch) error {
+	if err := t.live(); err != nil {
+		return err
+	}
+	if t.pending && (b == nil || b.Len() == 0) {
+		// Nothing was ever sent: there is nothing to end.
+		t.finish()
+		return nil
+	}
+	if b == nil {
+		b = &pgx.Batch{}
+	}
+	queueCommit(b, t.end)
+	err := t.SendBatch(ctx, b).Close()
+	if err == nil {
+		t.finish()
+	}
+	return err
+}
+
+// queueCommit queues the statement that ends a transaction (or a
+// savepoint), checking that it did not roll back instead.
+func queueCommit(b *pgx.Batch, sql string) {
+	b.Queue(sql).Exec(func(ct pgconn.CommandTag) error {
+		if ct.String() == "ROLLBACK" {
+			return pgx.ErrTxCommitRollback
+		}
+		return nil
+	})
+}
+
+// finish marks t ended and releases its connection.
+func (t *connTx) finish() {
+	if !t.ended {
+		t.ended = true
+		if t.conn != nil {
+			t.conn.Release()
+		}
+	}
+}
+
+// Commit ends the transaction, keeping what it wrote.
+func (t *connTx) Commit(ctx context.Context) error { return t.commitWith(ctx, nil) }
+
+// Rollback undoes the transaction on a context of its own. A pooled
+// connection whose rollback failed is closed by the pool, which makes
+// the server abort the transaction.
+func (t *connTx) Rollback(context.Context) error {
+	if t.ended {
+		return pgx.ErrTxClosed
+	}
+	defer t.finish()
+	if t.pending {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	_, err := t.q.Exec(ctx, t.abort)
+	return err
+}
+
+// Begin starts a nested transaction: a savepoint, sent with its first
+// statements.
+func (t *connTx) Begin(context.Context) (pgx.Tx, error) {
+	if err := t.live(); err != nil {
+		return nil, err
+	}
+	return savepointOf(t), nil
+}
+
+// CopyFrom runs COPY FROM in the transaction.
+func (t *connTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	if err := t.sendStart(ctx); err != nil {
+		return 0, err
+	}
+	return t.q.CopyFrom(ctx, table, cols, src)
+}
+
+// LargeObjects returns the large objects of the transaction.
+func (t *connTx) LargeObjects() pgx.LargeObjects {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	_ = t.sendStart(ctx)
+	if tx, ok := t.q.(pgx.Tx); ok {
+		return tx.LargeObjects()
+	}
+	// pgx builds LargeObjects only on a transaction of its own: a BEGIN
+	// inside ours is a no-op (the server warns), and the pgx transaction
+	// is never ended, so it ends nothing.
+	tx, err := t.Conn().Begin(ctx)
+	if err != nil {
+		return pgx.LargeObjects{}
+	}
+	return tx.LargeObjects()
+}
+
+// Prepare prepares a statement on the transaction's connection.
+func (t *connTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	if err := t.live(); err != nil {
+		return nil, err
+	}
+	return t.Conn().Prepare(ctx, name, sql)
+}
+
+// Exec runs a statement in the transaction.
+func (t *connTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := t.sendStart(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return t.q.Exec(ctx, sql, args...)
+}
+
+// Query runs a query in the transaction.
+func (t *connTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := t.sendStart(ctx); err != nil {
+		return nil, err
+	}
+	return t.q.Query(ctx, sql, args...)
+}
+
+// QueryRow runs a query of one row in the transaction.
+func (t *connTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if err := t.sendStart(ctx); err != nil {
+		return errRow{err}
+	}
+	return t.q.QueryRow(ctx, sql, args...)
+}
+
+// Conn returns the transaction's connection.
+func (t *connTx) Conn() *pgx.Conn {
+	switch q := t.q.(type) {
+	case *pgxpool.Conn:
+		return q.Conn()
+	case interface{ Conn() *pgx.Conn }:
+		return q.Conn()
+	}
+	return nil
+}
+
+// endWith sends b (nil: nothing) and ends tx: in the same round trip for
+// the store's own transactions and savepoints, else (a savepoint of a
+// caller's pgx transaction) by a Commit after the batch.
+func endWith(ctx context.Context, tx pgx.Tx, b *pgx.Batch) error {
+	if e, ok := tx.(ender); ok {
+		return e.commitWith(ctx, b)
+	}
+	if b != nil && b.Len() > 0 {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+// isServerError reports whether err came from the server (the statement
+// failed there, and what followed it in its batch was not run), rather
+// than from a lost connection, after which a COMMIT sent may have run.
+func isServerError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) || errors.Is(err, pgx.ErrTxCommitRollback)
+}

@@ -1,0 +1,87 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/pgstore"
+	"github.com/jobstate/jobstate/pgstore/pgtest"
+)
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// workSpec is a small machine: queued → running → done, with retries.
+func workSpec() jobstate.Spec {
+	return jobstate.Spec{
+		Name:    "work",
+		Initial: "queued",
+		States: []jobstate.StateSpec{
+			{Name: "queued", Kind: jobstate.KindReady},
+			{Name: "running", Kind: jobstate.KindActive},
+			{Name: "done", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
+			{Name: "failed", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
+		},
+		Rules: []jobstate.Rule{
+			{From: []jobstate.State{"queued"}, Event: jobstate.EventClaim, To: "running"},
+			{From: []jobstate.State{"running"}, Event: jobstate.EventSucceed, To: "done"},
+			{From: []jobstate.State{"running"}, Event: jobstate.EventRetry, To: "queued"},
+			{From: []jobstate.State{"running"}, Event: jobstate.EventFail, To: "failed"},
+		},
+		Policy: jobstate.Policy{LeaseTTL: time.Minute, Retry: jobstate.RetryPolicy{MaxRetries: 3}},
+	}
+}
+
+// env is an engine on a fresh store, with a manual clock, and a schema of
+// its own for the test's tables.
+type env struct {
+	t      *testing.T
+	ctx    context.Context
+	pool   *pgxpool.Pool
+	store  *pgstore.Store
+	eng    *jobstate.Engine
+	clock  *jobstate.ManualClock
+	schema string // for the test's own tables
+}
+
+func newEnv(t *testing.T, specs ...jobstate.Spec) *env {
+	t.Helper()
+	if len(specs) == 0 {
+		specs = []jobstate.Spec{workSpec()}
+	}
+	e := &env{t: t, ctx: context.Background(), pool: pgtest.Pool(t), store: pgtest.Store(t), clock: jobstate.NewManualClock(epoch)}
+	var defs []*jobstate.Definition
+	for _, s := range specs {
+		d, err := jobstate.NewDefinition(s)
+		require.NoError(t, err)
+		defs = append(defs, d)
+	}
+	eng, err := jobstate.New(e.store, jobstate.WithMachines(defs...), jobstate.WithClock(e.clock))
+	require.NoError(t, err)
+	e.eng = eng
+	return e
+}
+
+// table creates a table of the test's own (in a schema of its own) and
+// returns its qualified name.
+func (e *env) table(name, columns string) string {
+	e.t.Helper()
+	if e.schema == "" {
+		e.schema = pgtest.Schema(e.t)
+	}
+	q := e.schema + "." + name
+	_, err := e.pool.Exec(e.ctx, "CREATE TABLE "+q+" ("+columns+")")
+	require.NoError(e.t, err)
+	return q
+}
+
+func (e *env) count(table string) int {
+	e.t.Helper()
+	var n int
+	require.NoError(e.t, e.pool.QueryRow(e.ctx, "SELECT count(*) FROM "+table).Scan(&n))
+	return n
+}

@@ -1,0 +1,130 @@
+package pgstore
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migration is one versioned step of the schema.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations in version order. A file is
+// named NNNN_name.sql; its number is its version.
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: reading migrations: %w", err)
+	}
+	var out []migration
+	for _, e := range entries {
+		name := e.Name()
+		num, rest, ok := strings.Cut(name, "_")
+		if !ok || !strings.HasSuffix(rest, ".sql") {
+			return nil, fmt.Errorf("pgstore: migration file %q is not named NNNN_name.sql", name)
+		}
+		v, err := strconv.Atoi(num)
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("pgstore: migration file %q has no positive version", name)
+		}
+		body, err := migrationFiles.ReadFile("migrations/" + name)
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: reading migration %q: %w", name, err)
+		}
+		out = append(out, migration{version: v, name: strings.TrimSuffix(rest, ".sql"), sql: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i := range out {
+		if out[i].version != i+1 {
+			return nil, fmt.Errorf("pgstore: migration versions are not 1..n: %d at position %d", out[i].version, i+1)
+		}
+	}
+	return out, nil
+}
+
+// SchemaVersion is the schema version this package's migrations lead to.
+const SchemaVersion = 1
+
+// Migrate brings the store's schema (opts.Schema, "public" when empty) to
+// SchemaVersion, creating the schema if it does not exist, and returns
+// the versions it applied (none when the schema was current).
+//
+// It is idempotent and safe when several processes call it at once: the
+// whole migration is one transaction that first takes a transaction-level
+// advisory lock on the schema's name, so concurrent callers wait for one
+// another and find the work done. Applied versions are recorded in the
+// table jobstate_migrations of the schema. A schema whose recorded version
+// is above SchemaVersion (written by a newer release) is refused with an
+// error and left unchanged.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, opts Options) ([]int, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("pgstore: Migrate: nil pool")
+	}
+	all, err := migrations()
+	if err != nil {
+		return nil, err
+	}
+	schema := opts.schema()
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: migrate schema %q: %w", schema, err)
+	}
+	defer rollback(tx)
+	applied, err := migrateTx(ctx, tx, schema, all)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: migrate schema %q: %w", schema, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("pgstore: migrate schema %q: commit: %w", schema, err)
+	}
+	return applied, nil
+}
+
+func migrateTx(ctx context.Context, tx pgx.Tx, schema string, all []migration) ([]int, error) {
+	ident := pgx.Identifier{schema}.Sanitize()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('jobstate.migrate:' || $1, 0))`, schema); err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	setup := `CREATE SCHEMA IF NOT EXISTS ` + ident + `;
+SET LOCAL search_path TO ` + ident + `;
+CREATE TABLE IF NOT EXISTS jobstate_migrations (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`
+	if _, err := tx.Exec(ctx, setup); err != nil {
+		return nil, err
+	}
+	var current int
+	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM jobstate_migrations`).Scan(&current); err != nil {
+		return nil, fmt.Errorf("reading the applied versions: %w", err)
+	}
+	if current > len(all) {
+		return nil, fmt.Errorf("the schema is at version %d, newer than this release knows (%d)", current, len(all))
+	}
+	var applied []int
+	for _, m := range all[current:] {
+		if _, err := tx.Exec(ctx, m.sql); err != nil {
+			return nil, fmt.Errorf("version %d (%s): %w", m.version, m.name, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO jobstate_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+			return nil, fmt.Errorf("recording version %d: %w", m.version, err)
+		}
+		applied = append(applied, m.version)
+	}
+	return applied, nil
+}

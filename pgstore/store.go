@@ -1,0 +1,557 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobstate/jobstate"
+)
+
+// Options configure a Store and Migrate.
+type Options struct {
+	// Schema is the PostgreSQL schema holding the store's tables, so that
+	// several applications (or several stores) can share one database;
+	// "public" when empty.
+	Schema string
+	// CommitTimeout bounds the statements a write runs after the engine's
+	// function returned (applying the write and COMMIT). They run even if
+	// the caller's context ends meanwhile, so that a late cancellation
+	// cannot throw away the record of an effect that already acted
+	// elsewhere; 30 seconds when zero.
+	CommitTimeout time.Duration
+	// NoNotify turns off the pg_notify a write sends when it leaves a job
+	// ready (it takes a lock at commit shared by every notifying
+	// transaction). Subscribers then hear nothing and rely on polling.
+	NoNotify bool
+	// GroupCommit, when above 1, turns on group commit: concurrent
+	// Updates (Engine.Succeed, Fail, Heartbeat, Fire, …) of different
+	// jobs are coalesced, up to GroupCommit of them, into one
+	// transaction with a savepoint per job and one COMMIT, so that many
+	// jobs share one WAL flush. Each job's write and what its effects
+	// wrote through Tx still commit together or not at all, and a job
+	// whose function or write fails is rolled back to its savepoint
+	// without undoing the others. Throughput under load rises several
+	// times; a lone Update costs the same round trips, but may wait for
+	// the group in flight to commit first, and while its function runs
+	// the group holds the locks of the other jobs of the group (see
+	// docs/store.md). Updates that join a caller's transaction (WithTx,
+	// or nested calls) are never grouped. 0 or 1: off.
+	GroupCommit int
+	// GroupCommitters is the number of groups in flight at once, each on
+	// a connection of the pool; 2 when zero.
+	GroupCommitters int
+}
+
+func (o Options) schema() string {
+	if o.Schema == "" {
+		return "public"
+	}
+	return o.Schema
+}
+
+// cleanupTimeout bounds a ROLLBACK or the end of a savepoint, which run
+// whatever the caller's context.
+const cleanupTimeout = 5 * time.Second
+
+// Store is a jobstate.Store on PostgreSQL (version 12 or later), with the
+// optional capabilities Counter, Pruner, BatchClaimer, Notifier and
+// Lister. Every method is one transaction on a connection of its pool
+// (or a savepoint of the transaction its context carries: see WithTx and
+// Tx); the engine's functions run inside it, with jobstate's savepoints,
+// so that effects writing through Tx commit with the job or not at all.
+//
+// The schema must have been brought to SchemaVersion by Migrate. A Store
+// is safe for concurrent use; Close ends its notification listener.
+type Store struct {
+	pool   *pgxpool.Pool
+	opts   Options
+	schema string
+	sql    statements
+	lis    *listener
+	group  *grouper // nil without group commit
+}
+
+var (
+	_ jobstate.Store        = (*Store)(nil)
+	_ jobstate.Counter      = (*Store)(nil)
+	_ jobstate.Pruner       = (*Store)(nil)
+	_ jobstate.BatchClaimer = (*Store)(nil)
+	_ jobstate.Notifier     = (*Store)(nil)
+	_ jobstate.Lister       = (*Store)(nil)
+)
+
+// New returns a store on pool's database, in opts.Schema. It sends
+// nothing to the server: call Migrate first (once per deployment, or at
+// every start: it is idempotent). A negative CommitTimeout is refused.
+func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: pgstore: nil pool", jobstate.ErrInvalidArgument)
+	}
+	if opts.CommitTimeout < 0 {
+		return nil, fmt.Errorf("%w: pgstore: negative commit timeout", jobstate.ErrInvalidArgument)
+	}
+	if opts.CommitTimeout == 0 {
+		opts.CommitTimeout = 30 * time.Second
+	}
+	if opts.GroupCommit < 0 || opts.GroupCommitters < 0 {
+		return nil, fmt.Errorf("%w: pgstore: negative group commit option", jobstate.ErrInvalidArgument)
+	}
+	if opts.GroupCommitters == 0 {
+		opts.GroupCommitters = 2
+	}
+	s := &Store{pool: pool, opts: opts, schema: opts.schema()}
+	s.sql = newStatements(s.schema)
+	s.lis = newListener(pool, s.sql.channel)
+	if opts.GroupCommit > 1 {
+		s.group = newGrouper(s, opts.GroupCommit, opts.GroupCommitters)
+	}
+	return s, nil
+}
+
+// Close ends the store's notification listener, every subscription and,
+// with group commit, its committers (after the groups in flight). It does
+// not close the pool.
+func (s *Store) Close() {
+	s.lis.close()
+	if s.group != nil {
+		s.group.close()
+	}
+}
+
+// Pool returns the pool the store runs on.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Schema returns the schema the store's tables are in.
+func (s *Store) Schema() string { return s.schema }
+
+// querier is what reads need: the pool, or a joined transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error)
+}
+
+// q returns what a read with ctx runs on.
+func (s *Store) q(ctx context.Context) querier {
+	if tx := outer(ctx, s.pool); tx != nil {
+		return tx
+	}
+	return s.pool
+}
+
+// inTx runs body in the call's transaction: a new one, or a savepoint of
+// the one ctx carries. body returns the batch of the call's writes (nil:
+// none), which is sent with the COMMIT (or the savepoint's RELEASE) in
+// one round trip, on a context that outlives ctx by at most
+// CommitTimeout. body's error is returned as it is, after a rollback; an
+// error of the writes is mapped by fail, labelled what.
+func (s *Store) inTx(ctx context.Context, what string, body func(tx pgx.Tx) (*pgx.Batch, error)) error {
+	var tx pgx.Tx
+	own := true
+	if o := outer(ctx, s.pool); o != nil {
+		// A savepoint of the caller's transaction, sent with the first
+		// statements and released with the last.
+		own = false
+		if l, ok := o.(*lazyTx); ok && l.nested != nil {
+			l.nested()
+		}
+		tx = savepointOf(o)
+	} else {
+		t, err := s.beginConn(ctx)
+		if err != nil {
+			return s.fail(ctx, "begin", err)
+		}
+		tx = t
+	}
+	b, err := body(tx)
+	if err != nil {
+		rollback(tx)
+		return err
+	}
+	cctx, cancel := s.afterFn(ctx)
+	defer cancel()
+	if err := endWith(cctx, tx, b); err != nil {
+		rollback(tx)
+		if own && !isServerError(err) {
+			return fmt.Errorf("pgstore: %s: commit failed; if the connection was lost the write may have been applied: %w", what, err)
+		}
+		return s.fail(ctx, what, err)
+	}
+	return nil
+}
+
+// afterFn returns the context of the statements after a function ran.
+func (s *Store) afterFn(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), s.opts.CommitTimeout)
+}
+
+// rollback ends tx on a context of its own; if it fails the pool closes
+// the connection, and the server aborts the transaction.
+func rollback(tx pgx.Tx) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	_ = tx.Rollback(ctx)
+}
+
+// fail wraps a database error: constraint violations as the store's
+// sentinel errors, a done context as its error.
+func (s *Store) fail(ctx context.Context, what string, err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "23505" && pe.ConstraintName == "jobs_pkey":
+			return fmt.Errorf("pgstore: %s: %w: %w", what, jobstate.ErrDuplicateJob, err)
+		case pe.Code == "23505" && pe.ConstraintName == "transitions_pkey":
+			return fmt.Errorf("pgstore: %s: %w: %w", what, jobstate.ErrVersionConflict, err)
+		case pe.Code == "23505" && pe.ConstraintName == "executions_one_commit":
+			return fmt.Errorf("pgstore: %s: %w: %w", what, jobstate.ErrAlreadyCommitted, err)
+		case pe.Code == "23505" && pe.ConstraintName == "effects_pkey":
+			return fmt.Errorf("pgstore: %s: %w: %w", what, jobstate.ErrEffectApplied, err)
+		case pe.Code == "22012":
+			// The update guard: no row at the version read under the lock.
+			return fmt.Errorf("pgstore: %s: %w: the job changed under its lock: %w", what, jobstate.ErrVersionConflict, err)
+		case pe.Code == "23514" || pe.Code == "22003" || pe.Code == "22008" || pe.Code == "22P05" || pe.Code == "22021":
+			// CHECK, out of range, bad datetime, bad characters.
+			return fmt.Errorf("pgstore: %s: %w: %w", what, jobstate.ErrInvalidArgument, err)
+		}
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("pgstore: %s: %w: %w", what, cerr, err)
+	}
+	return fmt.Errorf("pgstore: %s: %w", what, err)
+}
+
+// Get implements jobstate.Store.
+func (s *Store) Get(ctx context.Context, id uuid.UUID) (jobstate.Job, error) {
+	if err := ctx.Err(); err != nil {
+		return jobstate.Job{}, err
+	}
+	rows, err := s.q(ctx).Query(ctx, s.sql.get, id)
+	if err != nil {
+		return jobstate.Job{}, s.fail(ctx, "get", err)
+	}
+	jobs, err := scanJobs(rows)
+	if err != nil {
+		return jobstate.Job{}, s.fail(ctx, "get", err)
+	}
+	if len(jobs) == 0 {
+		return jobstate.Job{}, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
+	}
+	return jobs[0], nil
+}
+
+// exists reports whether the job is stored, for reads that found no row.
+func (s *Store) exists(ctx context.Context, id uuid.UUID) error {
+	var ok bool
+	if err := s.q(ctx).QueryRow(ctx, s.sql.exists, id).Scan(&ok); err != nil {
+		return s.fail(ctx, "get", err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
+	}
+	return nil
+}
+
+// Executions implements jobstate.Store.
+func (s *Store) Executions(ctx context.Context, id uuid.UUID) ([]jobstate.Execution, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := s.q(ctx).Query(ctx, s.sql.execs, id)
+	if err != nil {
+		return nil, s.fail(ctx, "executions", err)
+	}
+	out, err := scanExecs(rows)
+	if err != nil {
+		return nil, s.fail(ctx, "executions", err)
+	}
+	if len(out) == 0 {
+		return nil, s.exists(ctx, id)
+	}
+	return out, nil
+}
+
+// History implements jobstate.Store.
+func (s *Store) History(ctx context.Context, id uuid.UUID) ([]jobstate.Transition, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := s.q(ctx).Query(ctx, s.sql.history, id)
+	if err != nil {
+		return nil, s.fail(ctx, "history", err)
+	}
+	out, err := scanTransitions(rows)
+	if err != nil {
+		return nil, s.fail(ctx, "history", err)
+	}
+	if len(out) == 0 {
+		return nil, s.exists(ctx, id)
+	}
+	return out, nil
+}
+
+// Effects implements jobstate.Store.
+func (s *Store) Effects(ctx context.Context, id uuid.UUID) ([]jobstate.EffectRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := s.q(ctx).Query(ctx, s.sql.effects, id)
+	if err != nil {
+		return nil, s.fail(ctx, "effects", err)
+	}
+	out, err := scanEffects(rows)
+	if err != nil {
+		return nil, s.fail(ctx, "effects", err)
+	}
+	if len(out) == 0 {
+		return nil, s.exists(ctx, id)
+	}
+	return out, nil
+}
+
+// Count implements jobstate.Counter: one GROUP BY over the machine's
+// entries of the machine-and-state index.
+func (s *Store) Count(ctx context.Context, machine string) (map[jobstate.State]int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := s.q(ctx).Query(ctx, s.sql.count, machine)
+	if err != nil {
+		return nil, s.fail(ctx, "count", err)
+	}
+	defer rows.Close()
+	out := make(map[jobstate.State]int)
+	for rows.Next() {
+		var st string
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, s.fail(ctx, "count", err)
+		}
+		out[jobstate.State(st)] = int(n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail(ctx, "count", err)
+	}
+	return out, nil
+}
+
+// Stale implements jobstate.Store, walking the index of leased jobs by
+// heartbeat.
+func (s *Store) Stale(ctx context.Context, machine string, before time.Time, limit int) ([]jobstate.Job, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cut, cutNs := encTime(before)
+	var lim any
+	if limit > 0 {
+		lim = limit
+	}
+	sql, args := s.sql.staleAny, []any{cut, cutNs, lim}
+	if machine != "" {
+		sql, args = s.sql.staleMachine, append(args, machine)
+	}
+	rows, err := s.q(ctx).Query(ctx, sql, args...)
+	if err != nil {
+		return nil, s.fail(ctx, "stale", err)
+	}
+	out, err := scanJobs(rows)
+	if err != nil {
+		return nil, s.fail(ctx, "stale", err)
+	}
+	return out, nil
+}
+
+// Due implements jobstate.Store, walking the wake index from the cursor.
+func (s *Store) Due(ctx context.Context, q jobstate.DueQuery) ([]jobstate.DueJob, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now, nowNs := encTime(q.Now)
+	after, afterNs := encTime(q.AfterWake)
+	var lim any
+	if q.Limit > 0 {
+		lim = q.Limit
+	}
+	sql, args := s.sql.dueAny, []any{now, nowNs, after, afterNs, q.AfterID, lim}
+	if len(q.Machines) > 0 {
+		sql, args = s.sql.dueMachines, append(args, q.Machines)
+	}
+	rows, err := s.q(ctx).Query(ctx, sql, args...)
+	if err != nil {
+		return nil, s.fail(ctx, "due", err)
+	}
+	defer rows.Close()
+	var out []jobstate.DueJob
+	for rows.Next() {
+		var d jobstate.DueJob
+		var w tsPair
+		if err := rows.Scan(&d.ID, &w.ts, &w.ns); err != nil {
+			return nil, s.fail(ctx, "due", err)
+		}
+		d.WakeAt = w.time()
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail(ctx, "due", err)
+	}
+	return out, nil
+}
+
+// pruneBatch bounds the jobs one statement of Prune deletes, each batch
+// its own transaction.
+const pruneBatch = 500
+
+// Prune implements jobstate.Pruner: batches of up to 500 finished jobs,
+// oldest completion first, each deleted (with its executions, history,
+// effects and key, by cascade) in its own transaction. Jobs locked by a
+// running operation are left for a later call.
+func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	cut, cutNs := encTime(before)
+	n := 0
+	for limit <= 0 || n < limit {
+		batch := pruneBatch
+		if limit > 0 && limit-n < batch {
+			batch = limit - n
+		}
+		tag, err := s.q(ctx).Exec(ctx, s.sql.prune, cut, cutNs, batch)
+		if err != nil {
+			return n, s.fail(ctx, "prune", err)
+		}
+		n += int(tag.RowsAffected())
+		if int(tag.RowsAffected()) < batch {
+			break
+		}
+	}
+	return n, nil
+}
+
+// statements are the store's SQL, with its schema's tables.
+type statements struct {
+	channel                                       string
+	get, exists, execs, history, effects, count   string
+	staleAny, staleMachine, dueAny, dueMachines   string
+	prune                                         string
+	lock, lockNowait, snapExecs, snapEffects      string
+	lockMany                                      string
+	updateMany, insertTransitions, upsertExecs    string
+	insertEffects                                 string
+	keyLock, holder, insertJob, updateJob         string
+	insertTransition, upsertExec, insertEffect    string
+	takeKey, notify, claim, claimExecs, claimEffs string
+	list                                          string
+}
+
+func newStatements(schema string) statements {
+	r := strings.NewReplacer(
+		"{jobs}", pgx.Identifier{schema, "jobs"}.Sanitize(),
+		"{executions}", pgx.Identifier{schema, "executions"}.Sanitize(),
+		"{transitions}", pgx.Identifier{schema, "transitions"}.Sanitize(),
+		"{effects}", pgx.Identifier{schema, "effects"}.Sanitize(),
+		"{keys}", pgx.Identifier{schema, "idempotency_keys"}.Sanitize(),
+		"{job}", jobColumns,
+		"{exec}", execColumns,
+		"{transition}", transitionColumns,
+		"{effect}", effectColumns,
+	)
+	// An update sends the payload and result only when they changed
+	// ($51, $52): a large payload crosses the network once.
+	var set []string
+	for i, c := range strings.Split(jobWriteColumns, ",") {
+		switch c = strings.TrimSpace(c); c {
+		case "id":
+		case "payload":
+			set = append(set, fmt.Sprintf("payload = CASE WHEN $51 THEN $%d ELSE payload END", i+1))
+		case "result":
+			set = append(set, fmt.Sprintf("result = CASE WHEN $52 THEN $%d ELSE result END", i+1))
+		default:
+			set = append(set, fmt.Sprintf("%s = $%d", c, i+1))
+		}
+	}
+	// A write returns the row without its payload and result, which are
+	// the ones written (or, unchanged, the ones read).
+	noBlobs := strings.Replace(jobColumns, "payload, result", "NULL::bytea, NULL::bytea", 1)
+	updateMany, insertTransitions, upsertExecs, insertEffects := multiStatements(r)
+	return statements{
+		updateMany: updateMany, insertTransitions: insertTransitions, upsertExecs: upsertExecs, insertEffects: insertEffects,
+		channel:      channelName(schema),
+		get:          r.Replace(`SELECT {job} FROM {jobs} WHERE id = $1`),
+		exists:       r.Replace(`SELECT EXISTS (SELECT 1 FROM {jobs} WHERE id = $1)`),
+		execs:        r.Replace(`SELECT {exec} FROM {executions} WHERE job_id = $1 ORDER BY attempt, seq`),
+		history:      r.Replace(`SELECT {transition} FROM {transitions} WHERE job_id = $1 ORDER BY version`),
+		effects:      r.Replace(`SELECT {effect} FROM {effects} WHERE job_id = $1 ORDER BY seq`),
+		count:        r.Replace(`SELECT state, count(*) FROM {jobs} WHERE machine = $1 GROUP BY state`),
+		staleAny:     r.Replace(`SELECT {job} FROM {jobs} WHERE leases > 0 AND (heartbeat_at, heartbeat_ns) < ($1, $2) ORDER BY heartbeat_at, heartbeat_ns, id LIMIT $3`),
+		staleMachine: r.Replace(`SELECT {job} FROM {jobs} WHERE leases > 0 AND (heartbeat_at, heartbeat_ns) < ($1, $2) AND machine = $4 ORDER BY heartbeat_at, heartbeat_ns, id LIMIT $3`),
+		dueAny: r.Replace(`SELECT id, wake_at, wake_ns FROM {jobs}
+ WHERE wake_at IS NOT NULL AND (wake_at, wake_ns) <= ($1, $2) AND (wake_at, wake_ns, id) > ($3, $4, $5)
+ ORDER BY wake_at, wake_ns, id LIMIT $6`),
+		dueMachines: r.Replace(`SELECT id, wake_at, wake_ns FROM {jobs}
+ WHERE wake_at IS NOT NULL AND (wake_at, wake_ns) <= ($1, $2) AND (wake_at, wake_ns, id) > ($3, $4, $5)
+   AND machine = ANY ($7)
+ ORDER BY wake_at, wake_ns, id LIMIT $6`),
+		prune: r.Replace(`DELETE FROM {jobs} WHERE id IN (
+ SELECT id FROM {jobs} WHERE kind = 'terminal' AND (completed_at, completed_ns) < ($1, $2)
+ ORDER BY completed_at, completed_ns, id LIMIT $3 FOR UPDATE SKIP LOCKED)`),
+		lock: r.Replace(`SELECT {job} FROM {jobs} WHERE id = $1 FOR NO KEY UPDATE`),
+		lockMany: r.Replace(`WITH c AS MATERIALIZED (SELECT {job} FROM {jobs} WHERE id = ANY ($1) FOR NO KEY UPDATE SKIP LOCKED)
+SELECT c.* FROM c WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::text, true) FROM c) IS NOT NULL`),
+		lockNowait:  r.Replace(`SELECT {job} FROM {jobs} WHERE id = $1 FOR NO KEY UPDATE NOWAIT`),
+		snapExecs:   r.Replace(`SELECT {exec} FROM {executions} WHERE job_id = $1 ORDER BY attempt, seq`),
+		snapEffects: r.Replace(`SELECT {effect} FROM {effects} WHERE job_id = $1 ORDER BY seq`),
+		keyLock:     `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
+		holder:      r.Replace(`SELECT {job} FROM {jobs} WHERE id = (SELECT job_id FROM {keys} WHERE machine = $1 AND key = $2)`),
+		// A write's statements go to the server with its COMMIT, so every
+		// refusal must be the server's, which stops the batch before the
+		// COMMIT: a duplicate id fails the insert (jobs_pkey), and an
+		// update that found no row at the version read fails its
+		// statement (a division by zero).
+		insertJob: r.Replace(`INSERT INTO {jobs} (` + jobWriteColumns + `) VALUES (` + jobPlaceholders + `)
+ RETURNING ` + noBlobs),
+		updateJob: r.Replace(`WITH u AS (UPDATE {jobs} SET ` + strings.Join(set, ", ") + `
+ WHERE id = $1 AND version = $50 RETURNING ` + noBlobs + `)
+SELECT (SELECT 1 / count(*) FROM u) AS updated, u.* FROM (SELECT 1) one LEFT JOIN u ON true`),
+		insertTransition: r.Replace(`INSERT INTO {transitions} ({transition}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
+		upsertExec: r.Replace(`INSERT INTO {executions} (` + execColumns + `) VALUES (` + placeholders(1, 16) + `)
+ ON CONFLICT (job_id, id) DO UPDATE SET attempt = EXCLUDED.attempt, owner = EXCLUDED.owner, status = EXCLUDED.status,
+ lease_expires_at = EXCLUDED.lease_expires_at, lease_expires_ns = EXCLUDED.lease_expires_ns,
+ heartbeat_at = EXCLUDED.heartbeat_at, heartbeat_ns = EXCLUDED.heartbeat_ns,
+ claimed_at = EXCLUDED.claimed_at, claimed_ns = EXCLUDED.claimed_ns,
+ started_at = EXCLUDED.started_at, started_ns = EXCLUDED.started_ns,
+ finished_at = EXCLUDED.finished_at, finished_ns = EXCLUDED.finished_ns, error = EXCLUDED.error`),
+		insertEffect: r.Replace(`INSERT INTO {effects} (job_id, {effect}) VALUES ($1, $2, $3, $4, $5, $6)`),
+		takeKey: r.Replace(`INSERT INTO {keys} (machine, key, job_id) VALUES ($1, $2, $3)
+ ON CONFLICT (machine, key) DO UPDATE SET job_id = EXCLUDED.job_id`),
+		notify: `SELECT pg_notify($1, $2)`,
+		// The claim statement records the ids it locked in a
+		// transaction-local setting, which the snapshot reads sent after
+		// it in the same batch use ($1: the setting's name).
+		claim: r.Replace(`WITH c AS MATERIALIZED (SELECT {job} FROM {jobs}
+ WHERE machine = $1 AND kind = 'ready' AND (not_before, not_before_ns) <= ($2, $3) AND id <> ALL ($4)
+ ORDER BY priority DESC, due_at, due_ns, created_at, created_ns, id
+ LIMIT $5 FOR NO KEY UPDATE SKIP LOCKED)
+SELECT c.* FROM c WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::text, true) FROM c) IS NOT NULL`),
+		// One index lookup per id (a nested loop over the ids): a plan
+		// that does not depend on the table's size or statistics, which
+		// right after a bulk load or a truncation would make the planner
+		// prefer a sequential scan, whose visibility checks then cost
+		// milliseconds under concurrent writes.
+		claimExecs: r.Replace(`SELECT e.* FROM unnest(nullif(current_setting($1, true), '')::uuid[]) AS c(id)
+ CROSS JOIN LATERAL (SELECT {exec} FROM {executions} x WHERE x.job_id = c.id ORDER BY attempt, seq) e`),
+		claimEffs: r.Replace(`SELECT e.* FROM unnest(nullif(current_setting($1, true), '')::uuid[]) AS c(id)
+ CROSS JOIN LATERAL (SELECT job_id, {effect} FROM {effects} f WHERE f.job_id = c.id ORDER BY seq) e`),
+		list: r.Replace(`SELECT {job} FROM {jobs}`),
+	}
+}

@@ -1,0 +1,153 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/pgstore"
+)
+
+// A job created in the caller's transaction exists exactly when the
+// caller's own row does.
+func TestCreateInCallersTransaction(t *testing.T) {
+	e := newEnv(t)
+	orders := e.table("orders", "id text PRIMARY KEY")
+	for _, commit := range []bool{false, true} {
+		tx, err := e.pool.Begin(e.ctx)
+		require.NoError(t, err)
+		id := "rolled-back"
+		if commit {
+			id = "committed"
+		}
+		_, err = tx.Exec(e.ctx, "INSERT INTO "+orders+" VALUES ($1)", id)
+		require.NoError(t, err)
+		c, err := e.eng.Create(pgstore.WithTx(e.ctx, tx), jobstate.NewJob{Machine: "work", Payload: []byte(id), Key: id})
+		require.NoError(t, err)
+		// Inside the transaction the job is visible; outside, not yet.
+		_, err = e.store.Get(pgstore.WithTx(e.ctx, tx), c.Job.ID)
+		require.NoError(t, err)
+		_, err = e.store.Get(e.ctx, c.Job.ID)
+		require.ErrorIs(t, err, jobstate.ErrNotFound)
+		if commit {
+			require.NoError(t, tx.Commit(e.ctx))
+		} else {
+			require.NoError(t, tx.Rollback(e.ctx))
+		}
+		_, err = e.store.Get(e.ctx, c.Job.ID)
+		var rows int
+		require.NoError(t, e.pool.QueryRow(e.ctx, "SELECT count(*) FROM "+orders+" WHERE id = $1", id).Scan(&rows))
+		if commit {
+			assert.NoError(t, err, "the job commits with the row")
+			assert.Equal(t, 1, rows)
+		} else {
+			assert.ErrorIs(t, err, jobstate.ErrNotFound, "the job rolls back with the row")
+			assert.Equal(t, 0, rows)
+			// The key was not taken either.
+			again, err := e.eng.Create(e.ctx, jobstate.NewJob{Machine: "work", Key: id})
+			require.NoError(t, err)
+			assert.False(t, again.Existing)
+		}
+	}
+}
+
+// A store call that fails inside the caller's transaction leaves it
+// usable: it rolls back to its own savepoint.
+func TestFailureInCallersTransactionKeepsIt(t *testing.T) {
+	e := newEnv(t)
+	orders := e.table("orders", "id text PRIMARY KEY")
+	tx, err := e.pool.Begin(e.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(e.ctx)
+	ctx := pgstore.WithTx(e.ctx, tx)
+	boom := errors.New("boom")
+	_, _, err = e.store.Create(ctx, "work", "", func(ctx context.Context, _ *jobstate.Job) (*jobstate.Write, error) {
+		tx, ok := pgstore.Tx(ctx)
+		require.True(t, ok)
+		_, err := tx.Exec(ctx, "INSERT INTO "+orders+" VALUES ('inside')")
+		require.NoError(t, err)
+		return nil, boom
+	})
+	require.ErrorIs(t, err, boom)
+	_, err = tx.Exec(e.ctx, "INSERT INTO "+orders+" VALUES ('after')")
+	require.NoError(t, err, "the caller's transaction goes on")
+	require.NoError(t, tx.Commit(e.ctx))
+	var ids []string
+	rows, err := e.pool.Query(e.ctx, "SELECT id FROM "+orders)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	assert.Equal(t, []string{"after"}, ids, "what the failed call wrote is gone")
+}
+
+// A commit effect that writes the user's table through the store's
+// transaction commits with the state change, or not at all.
+func TestCommitEffectInStoreTransaction(t *testing.T) {
+	e := newEnv(t)
+	receipts := e.table("receipts", "job uuid PRIMARY KEY")
+	insert := func(ctx context.Context, j jobstate.Job) error {
+		tx, ok := pgstore.Tx(ctx)
+		if !ok {
+			return errors.New("no transaction in the effect's context")
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO "+receipts+" VALUES ($1)", j.ID)
+		return err
+	}
+	c, err := e.eng.Create(e.ctx, jobstate.NewJob{Machine: "work"})
+	require.NoError(t, err)
+	cl, err := e.eng.Claim(e.ctx, jobstate.ClaimRequest{Machine: "work", Worker: "w"})
+	require.NoError(t, err)
+
+	// The effect writes, then fails: its row goes with the refused commit.
+	boom := errors.New("boom")
+	_, err = e.eng.Succeed(e.ctx, cl.Lease, jobstate.CommitInput{Effect: func(ctx context.Context, j jobstate.Job) error {
+		if err := insert(ctx, j); err != nil {
+			return err
+		}
+		return boom
+	}})
+	require.ErrorIs(t, err, boom)
+	assert.Equal(t, 0, e.count(receipts))
+	j, err := e.eng.Get(e.ctx, c.Job.ID)
+	require.NoError(t, err)
+	assert.Equal(t, jobstate.State("running"), j.State)
+
+	// The effect writes and succeeds: row and commit together.
+	j, err = e.eng.Succeed(e.ctx, cl.Lease, jobstate.CommitInput{Effect: insert})
+	require.NoError(t, err)
+	assert.Equal(t, jobstate.State("done"), j.State)
+	assert.Equal(t, 1, e.count(receipts))
+
+	// A second commit is refused before its effect runs: still one row.
+	_, err = e.eng.Succeed(e.ctx, cl.Lease, jobstate.CommitInput{Effect: insert})
+	require.Error(t, err)
+	assert.Equal(t, 1, e.count(receipts))
+}
+
+// Inside a store function, Tx's transaction cannot be ended by the user.
+func TestFunctionCannotEndStoreTransaction(t *testing.T) {
+	e := newEnv(t)
+	c, err := e.eng.Create(e.ctx, jobstate.NewJob{Machine: "work"})
+	require.NoError(t, err)
+	_, err = e.store.Update(e.ctx, c.Job.ID, func(ctx context.Context, cur jobstate.Snapshot) (jobstate.Write, error) {
+		tx, ok := pgstore.Tx(ctx)
+		require.True(t, ok)
+		assert.ErrorIs(t, tx.Commit(ctx), pgstore.ErrTxOwned)
+		assert.ErrorIs(t, tx.Rollback(ctx), pgstore.ErrTxOwned)
+		return jobstate.Write{Job: cur.Job}, nil
+	})
+	require.NoError(t, err)
+}
+
+// Outside any store call there is no transaction to find.
+func TestTxOutsideStoreCall(t *testing.T) {
+	_, ok := pgstore.Tx(context.Background())
+	assert.False(t, ok)
+}
