@@ -1,0 +1,61 @@
+package jobstatetest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/jobstatetest"
+	"github.com/jobstate/jobstate/worker"
+)
+
+// printer is a jobstatetest.TB that prints failures, for examples.
+type printer struct{}
+
+func (printer) Helper()                           {}
+func (printer) Errorf(format string, args ...any) { fmt.Printf("FAIL: "+format+"\n", args...) }
+func (printer) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+
+// A handler that fails once, then succeeds: RunFor lets the 1 s backoff
+// pass on the manual clock, and the assertions check the outcome. In a
+// test, pass t instead of printer{}.
+func Example() {
+	e := jobstatetest.New(printer{}, jobstate.WithMachines(docsMachine()))
+	var ledger jobstatetest.Ledger
+	job := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("scan.tiff")})
+	w := e.Worker(worker.Handle("docs", worker.HandlerFunc(func(ctx context.Context, t *worker.Task) (jobstate.CommitInput, error) {
+		if t.Lease().Token == 1 {
+			return jobstate.CommitInput{}, errors.New("timeout")
+		}
+		return jobstate.CommitInput{Result: []byte("ok"), Effect: ledger.Effect}, nil
+	}), 1))
+
+	fmt.Println("jobs run:", e.RunFor(w, 5*time.Second, time.Second))
+	e.AssertState(job.ID, "SUCCEEDED")
+	e.AssertHistory(job.ID, "create", "claim", "retry", "requeue", "claim", "succeed")
+	e.AssertAppliedOnce(&ledger, job.ID)
+	// Output:
+	// jobs run: 2
+}
+
+// A failing assertion says what it expected and shows the job.
+func ExampleEnv_AssertState() {
+	e := jobstatetest.New(printer{}, jobstate.WithMachines(docsMachine()))
+	job := e.Create(jobstate.NewJob{Machine: "docs"})
+	e.Run("docs", worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
+		return jobstate.CommitInput{}, jobstate.Permanent(errors.New("unsupported format"))
+	}))
+	e.AssertState(job.ID, "SUCCEEDED")
+	// Output is like this (the ids vary):
+	//
+	// FAIL: job 0195...: state FAILED, want SUCCEEDED
+	//   job 0195... on "docs": FAILED, attempt 1, 0 retries, last error (permanent) "unsupported format"
+	//   history:
+	//     v1   00:00:00.000  - --create--> QUEUED
+	//     v2   00:00:00.000  QUEUED --claim--> RUNNING  by test-worker
+	//     v3   00:00:00.000  RUNNING --fail--> FAILED  by test-worker  (unsupported format)
+	//   executions:
+	//     #1 ABORTED by test-worker: unsupported format
+}

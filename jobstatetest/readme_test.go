@@ -1,0 +1,67 @@
+package jobstatetest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/jobstatetest"
+	"github.com/jobstate/jobstate/worker"
+)
+
+// docsMachine is the README's "docs" machine.
+func docsMachine() *jobstate.Definition {
+	def, err := jobstate.NewDefinition(jobstate.Spec{
+		Name: "docs",
+		States: []jobstate.StateSpec{
+			{Name: "QUEUED", Kind: jobstate.KindReady},
+			{Name: "RUNNING", Kind: jobstate.KindActive},
+			{Name: "RETRYING", Kind: jobstate.KindWaiting},
+			{Name: "SUCCEEDED", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
+			{Name: "FAILED", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
+		},
+		Initial: "QUEUED",
+		Rules: []jobstate.Rule{
+			{From: []jobstate.State{"QUEUED"}, Event: jobstate.EventClaim, To: "RUNNING"},
+			{From: []jobstate.State{"RUNNING"}, Event: jobstate.EventSucceed, To: "SUCCEEDED"},
+			{From: []jobstate.State{"RUNNING"}, Event: jobstate.EventRetry, To: "RETRYING"},
+			{From: []jobstate.State{"RUNNING"}, Event: jobstate.EventFail, To: "FAILED"},
+			{From: []jobstate.State{"RETRYING"}, Event: jobstate.EventRequeue, To: "QUEUED"},
+		},
+		Policy: jobstate.Policy{Retry: jobstate.RetryPolicy{MaxRetries: 3, Backoff: jobstate.FixedBackoff(time.Second)}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return def
+}
+
+// TestReadmeDocsMachine tests the README's machine with its worker: a
+// success, a retry after a timeout, a permanent failure.
+func TestReadmeDocsMachine(t *testing.T) {
+	e := jobstatetest.New(t, jobstate.WithMachines(docsMachine()))
+	var stored jobstatetest.Ledger
+	invoice := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("invoice.pdf")})
+	scan := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("scan.tiff")})
+	broken := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("broken.doc")})
+	w := e.Worker(worker.Handle("docs", worker.HandlerFunc(func(ctx context.Context, tk *worker.Task) (jobstate.CommitInput, error) {
+		switch doc := string(tk.Job().Payload); {
+		case doc == "broken.doc":
+			return jobstate.CommitInput{}, jobstate.Permanent(errors.New("unsupported format"))
+		case doc == "scan.tiff" && tk.Lease().Token == 1:
+			return jobstate.CommitInput{}, errors.New("timeout")
+		default:
+			return jobstate.CommitInput{Result: []byte("processed " + doc), Effect: stored.Effect}, nil
+		}
+	}), 2))
+	e.RunFor(w, 2*time.Second, time.Second)
+	e.AssertHistory(invoice.ID, "create", "claim", "succeed")
+	e.AssertHistory(scan.ID, "create", "claim", "retry", "requeue", "claim", "succeed")
+	e.AssertState(broken.ID, "FAILED")
+	e.AssertAppliedOnce(&stored, invoice.ID, scan.ID)
+	if stored.Applied(broken.ID) != 0 {
+		t.Error("a failed document was stored")
+	}
+}

@@ -1,0 +1,267 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/jobstate/jobstate"
+)
+
+// Run runs the worker until ctx ends or Stop is called, then shuts it down
+// gracefully, and returns nil once it has stopped. A Worker runs once:
+// a second Run returns ErrStopped, a Run during Drain ErrRunning.
+//
+// At start it recovers the executions a previous process of the same name
+// left (Engine.RecoverWorker, only for a worker given WithName) and
+// sweeps once. Then it claims due jobs of its machines in batches sized to
+// the free slots (Engine.ClaimMany), whenever the store signals a job may
+// be claimable (jobstate.Notifier), when a slot frees while more jobs may
+// be due, and every poll interval; and it sweeps every sweep interval.
+// A worker with nothing to do waits on its timers: it does not spin.
+//
+// Shutdown: the first stop signal (ctx ending, or Stop, or Shutdown)
+// stops claiming and sweeping and lets running handlers finish for the
+// grace period. When it ends, the handlers still running have their
+// contexts cancelled with a *ShutdownError and their leases given back at
+// once with Engine.Snooze(0): the job is ready (or waiting, due now) with
+// no failure counted, so another worker can claim it without waiting for
+// the lease TTL (a machine whose retry rule leads to a waiting state needs
+// a sweep first; the stopping worker runs one). Whatever such a handler
+// returns later is dropped (the engine would refuse it), so nothing is
+// committed twice and nothing is lost; a handler that returns within the
+// grace period is committed, failed or snoozed as usual. Run returns
+// when every handler has returned. A second stop signal stops hard: the
+// grace period ends at once, and Run returns without waiting for handlers
+// that ignore their context.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.begin(phaseRunning, ctx); err != nil {
+		return err
+	}
+	defer w.finish()
+	stop := context.AfterFunc(ctx, w.Stop)
+	defer stop()
+
+	w.logf(ctx, slog.LevelInfo, "worker started", slog.Int("concurrency", w.limit))
+	w.recoverAndSweep()
+	subCtx, cancel := context.WithCancel(w.base)
+	notify := w.subscribe(subCtx)
+	swept := make(chan struct{})
+	go w.sweeper(subCtx, swept)
+	w.loop(notify)
+	cancel()
+	<-swept
+	w.shutdown()
+	w.logf(w.base, slog.LevelInfo, "worker stopped")
+	return nil
+}
+
+// begin moves the worker into phase p, refusing when it cannot.
+func (w *Worker) begin(p phase, ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.phase == phaseRunning || w.phase == phaseDraining:
+		return ErrRunning
+	case p == phaseRunning && (w.phase == phaseDone || w.level > 0):
+		return ErrStopped
+	}
+	w.phase = p
+	w.base = context.WithoutCancel(ctx)
+	return nil
+}
+
+// finish ends Run or Drain.
+func (w *Worker) finish() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.phase == phaseRunning {
+		w.phase = phaseDone
+		close(w.done)
+		return
+	}
+	w.phase = phaseIdle
+	w.budget = -1
+	w.ended = false
+}
+
+func (w *Worker) draining() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.phase == phaseDraining
+}
+
+// recoverAndSweep ends what a previous process of the same name held,
+// then sweeps once.
+func (w *Worker) recoverAndSweep() {
+	ctx := w.base
+	if w.named {
+		rep, err := w.eng.RecoverWorker(ctx, w.name)
+		if err != nil {
+			w.logf(ctx, slog.LevelError, "recovering the worker's executions failed", slog.Any("error", err))
+		} else if rep.Jobs > 0 {
+			w.logf(ctx, slog.LevelInfo, "recovered the executions of a previous run", slog.Int("finalized", rep.Finalized), slog.Int("aborted", rep.Aborted))
+		}
+	}
+	w.sweepOnce(ctx)
+}
+
+// subscribe returns the store's wake-up channel, or nil when the store
+// does not notify.
+func (w *Worker) subscribe(ctx context.Context) <-chan struct{} {
+	n, ok := w.eng.Store().(jobstate.Notifier)
+	if !ok {
+		return nil
+	}
+	machines := make([]string, len(w.routes))
+	for i, r := range w.routes {
+		machines[i] = r.machine
+	}
+	ch, _, err := n.Subscribe(ctx, machines...)
+	if err != nil {
+		w.logf(ctx, slog.LevelWarn, "store notifications unavailable: polling only", slog.Any("error", err))
+		return nil
+	}
+	return ch
+}
+
+// loop claims until the first stop signal.
+func (w *Worker) loop(notify <-chan struct{}) {
+	// The poll timer is armed once the first round is done, so that a
+	// worker with its timers armed is a worker at rest.
+	var poll Timer
+	defer func() {
+		if poll != nil {
+			poll.Stop()
+		}
+	}()
+	for {
+		if w.stopping() {
+			return
+		}
+		if w.claimRound(w.base) {
+			continue
+		}
+		if poll == nil {
+			poll = w.clock.NewTimer(w.jittered(w.poll))
+		} else {
+			poll.Reset(w.jittered(w.poll))
+		}
+		select {
+		case <-w.graceCh:
+			return
+		case _, ok := <-notify:
+			if !ok {
+				notify = nil
+				w.logf(w.base, slog.LevelWarn, "store notifications ended: polling only")
+			}
+		case <-w.wake:
+		case <-poll.C():
+		}
+	}
+}
+
+// claimRound claims, for each machine in turn, as many due jobs as it has
+// free slots, and starts them. It reports whether a machine got all it
+// asked for and still has free slots: another round may find more.
+func (w *Worker) claimRound(ctx context.Context) (more bool) {
+	w.starved.Store(false)
+	n := len(w.routes)
+	first := w.rr
+	w.rr = (w.rr + 1) % n
+	for i := 0; i < n; i++ {
+		r := w.routes[(first+i)%n]
+		if w.stopping() {
+			return false
+		}
+		free := int64(r.limit) - r.running.Load()
+		if free <= 0 {
+			r.more.Store(true) // its goroutines claim on as they finish
+			continue
+		}
+		g := min(free, int64(w.limit)-w.running.Load())
+		if g <= 0 {
+			w.starved.Store(true)
+			r.more.Store(true)
+			continue
+		}
+		g = int64(w.take(int(g)))
+		if g == 0 {
+			return false
+		}
+		r.running.Add(g)
+		w.running.Add(g)
+		got, err := w.eng.ClaimMany(ctx, r.request(w.name), int(g))
+		if unused := g - int64(len(got)); unused > 0 {
+			r.running.Add(-unused)
+			w.running.Add(-unused)
+			w.refund(int(unused))
+		}
+		if err != nil && !errors.Is(err, jobstate.ErrNoJob) {
+			w.logf(ctx, slog.LevelError, "claim failed", slog.String("machine", r.machine), slog.Any("error", err))
+		}
+		full := err == nil && int64(len(got)) == g
+		r.more.Store(full)
+		for _, c := range got {
+			w.launch(r, c)
+		}
+		if full && int64(r.limit)-r.running.Load() > 0 && int64(w.limit)-w.running.Load() > 0 {
+			more = true
+		}
+	}
+	return more
+}
+
+// take reserves up to n of Drain's remaining claims and returns how many
+// (n outside Drain's limit).
+func (w *Worker) take(n int) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.budget < 0 {
+		return n
+	}
+	n = min(n, w.budget)
+	w.budget -= n
+	return n
+}
+
+// refund returns unused claims to Drain's limit.
+func (w *Worker) refund(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.budget >= 0 {
+		w.budget += n
+	}
+}
+
+// sweeper sweeps every (jittered) sweep interval until ctx ends.
+func (w *Worker) sweeper(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	t := w.clock.NewTimer(w.jittered(w.sweep))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		w.sweepOnce(ctx)
+		t.Reset(w.jittered(w.sweep))
+	}
+}
+
+// sweepOnce sweeps, and wakes the claim loop when jobs became ready.
+func (w *Worker) sweepOnce(ctx context.Context) jobstate.SweepReport {
+	rep, err := w.eng.Sweep(ctx)
+	if err != nil {
+		w.logf(ctx, slog.LevelWarn, "sweep failed", slog.Int("failures", len(rep.Failures)), slog.Any("error", err))
+	}
+	if rep.Requeued+rep.Retried > 0 {
+		w.poke()
+	}
+	if rep.Jobs > 0 {
+		w.logf(ctx, slog.LevelDebug, "swept", slog.Int("jobs", rep.Jobs), slog.Int("requeued", rep.Requeued),
+			slog.Int("retried", rep.Retried), slog.Int("failed", rep.Failed), slog.Int("finalized", rep.Finalized), slog.Int("expired", rep.Expired))
+	}
+	return rep
+}

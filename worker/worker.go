@@ -1,0 +1,232 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/jobstate/jobstate"
+)
+
+// Worker claims jobs of the machines it handles and runs their handlers,
+// within per-machine and overall concurrency limits, renewing leases,
+// committing results, failing and snoozing executions, and sweeping. Make
+// one with New, then call Run (once) or Drain. Its methods are safe for
+// concurrent use.
+type Worker struct {
+	eng    *jobstate.Engine
+	name   string
+	named  bool
+	routes []*route
+	limit  int
+	log    *slog.Logger
+	clock  Clock
+	poll   time.Duration
+	sweep  time.Duration
+	grace  time.Duration
+	jitter float64
+
+	// running counts the slots taken overall (one per handler goroutine).
+	running atomic.Int64
+	// starved is set when a machine had free slots of its own but the
+	// overall limit left none: a freed slot then wakes the claim loop.
+	starved atomic.Bool
+	// wake asks the claim loop (or Drain) to try again.
+	wake chan struct{}
+	// launched counts the jobs claimed, for Drain's end test.
+	launched atomic.Int64
+	// rr rotates the machine claimed first (claim loop or Drain only).
+	rr int
+	// batch is set when the store claims in batches: a freed slot then
+	// wakes the claim loop, which claims for all free slots at once,
+	// instead of its goroutine claiming the next job alone.
+	batch bool
+
+	mu     sync.Mutex
+	phase  phase
+	level  int // stop signals received: 1 graceful, 2 hard
+	ended  bool
+	tasks  map[*Task]struct{}
+	budget int // jobs Drain may still claim; -1 without a limit
+
+	graceCh chan struct{} // closed by the first stop signal
+	hardCh  chan struct{} // closed by the second
+	done    chan struct{} // closed when Run returns
+
+	// base is the parent of handlers' contexts (the Run or Drain context
+	// without its cancellation); ops is the context of the runtime's own
+	// engine calls that must complete (outcomes, give-backs).
+	base context.Context
+	wg   sync.WaitGroup
+}
+
+type phase int
+
+const (
+	phaseIdle phase = iota
+	phaseRunning
+	phaseDraining
+	phaseDone
+)
+
+// route is one machine's handler and limits.
+type route struct {
+	machine string
+	def     *jobstate.Definition
+	h       Handler
+	limit   int
+	args    any
+
+	ttl        time.Duration
+	ttlSet     bool
+	hbEvery    time.Duration
+	hbSet      bool
+	timeout    time.Duration
+	timeoutSet bool
+
+	requireStart bool
+	maxExec      int
+
+	running atomic.Int64
+	// more is set when the last claim for the machine took as many jobs
+	// as it asked for (or could not ask for any): a handler goroutine that
+	// finishes then claims the next job itself.
+	more atomic.Bool
+}
+
+func (r *route) request(worker string) jobstate.ClaimRequest {
+	return jobstate.ClaimRequest{Machine: r.machine, Worker: worker, TTL: r.ttl, Args: r.args}
+}
+
+// New returns a worker running the handlers given by Handle options on
+// eng. Every problem in the configuration is reported at once, in a
+// *ConfigError (errors.Is with jobstate.ErrInvalidArgument): a nil engine
+// (or one not made by jobstate.New), no handler, a machine the engine does
+// not know or that has no claim rule, a machine handled twice, a nil
+// handler, a concurrency below 1, and bad durations. New never panics on
+// its input.
+func New(eng *jobstate.Engine, opts ...Option) (*Worker, error) {
+	c := &config{poll: DefaultPollInterval, sweep: DefaultSweepInterval, grace: DefaultGracePeriod, jitter: DefaultJitter, clock: SystemClock{}}
+	for i, o := range opts {
+		if o == nil {
+			c.problem("option #%d is nil", i+1)
+			continue
+		}
+		o(c)
+	}
+	if eng == nil || eng.Store() == nil {
+		c.problem("nil engine: make one with jobstate.New")
+	} else {
+		seen := make(map[string]bool)
+		for _, r := range c.routes {
+			c.validateRoute(eng, r, seen)
+		}
+	}
+	if len(c.routes) == 0 {
+		c.problem("no handler: register one per machine with worker.Handle")
+	}
+	if len(c.problems) > 0 {
+		return nil, &ConfigError{Problems: c.problems}
+	}
+	if c.concurrency == 0 {
+		for _, r := range c.routes {
+			c.concurrency += r.limit
+		}
+	}
+	if !c.named {
+		c.name = defaultName()
+	}
+	logger := c.logger
+	if logger == nil {
+		logger = slog.New(discard{})
+	}
+	_, batch := eng.Store().(jobstate.BatchClaimer)
+	return &Worker{
+		eng: eng, batch: batch, name: c.name, named: c.named, routes: c.routes, limit: c.concurrency,
+		log: logger.With(slog.String("worker", c.name)), clock: c.clock,
+		poll: c.poll, sweep: c.sweep, grace: c.grace, jitter: c.jitter,
+		wake: make(chan struct{}, 1), tasks: make(map[*Task]struct{}), budget: -1,
+		graceCh: make(chan struct{}), hardCh: make(chan struct{}), done: make(chan struct{}),
+	}, nil
+}
+
+// Name returns the worker's name: the owner of its leases.
+func (w *Worker) Name() string { return w.name }
+
+func defaultName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
+}
+
+// isNil reports whether v is nil or a nil pointer, map, slice, channel or
+// function inside an interface.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
+}
+
+// jittered returns d randomised by the worker's jitter.
+func (w *Worker) jittered(d time.Duration) time.Duration {
+	if w.jitter == 0 {
+		return d
+	}
+	return time.Duration(float64(d) * (1 + w.jitter*(2*rand.Float64()-1)))
+}
+
+// poke wakes the claim loop without blocking.
+func (w *Worker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stopping reports whether the first stop signal arrived.
+func (w *Worker) stopping() bool {
+	select {
+	case <-w.graceCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// logf logs msg at level with args, if the logger wants it.
+func (w *Worker) logf(ctx context.Context, level slog.Level, msg string, args ...any) {
+	if w.log.Enabled(ctx, level) {
+		w.log.Log(ctx, level, msg, args...)
+	}
+}
+
+// logTask logs msg about t's job at level, if the logger wants it.
+func (w *Worker) logTask(ctx context.Context, level slog.Level, t *Task, msg string, args ...any) {
+	if !w.log.Enabled(ctx, level) {
+		return
+	}
+	w.log.Log(ctx, level, msg, append(t.attrs(), args...)...)
+}
+
+// discard is a slog.Handler that drops every record.
+type discard struct{}
+
+func (discard) Enabled(context.Context, slog.Level) bool  { return false }
+func (discard) Handle(context.Context, slog.Record) error { return nil }
+func (d discard) WithAttrs([]slog.Attr) slog.Handler      { return d }
+func (d discard) WithGroup(string) slog.Handler           { return d }
