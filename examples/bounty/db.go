@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/google/uuid"
@@ -59,8 +60,9 @@ type Escrow struct {
 // Agent is a registered worker (POST /agents) and its reputation counters.
 type Agent struct {
 	Name string
-	// Claims counts the worker's submissions (total_claims); Passed those
-	// that won their bounty (passed_submissions).
+	// Claims counts the bounties the worker claimed (total_claims); Passed
+	// the worker's submissions that passed, each of which won its bounty
+	// (passed_submissions).
 	Claims int
 	Passed int
 }
@@ -85,6 +87,12 @@ type DB struct {
 	txs      map[string]uuid.UUID // UNIQUE(deposit_tx_hash)
 	escrows  map[uuid.UUID]*Escrow
 	balances map[string]int64
+	// participants lists, per bounty, the workers who claimed it, in order
+	// (job.participants[]).
+	participants map[uuid.UUID][]string
+	// bounties lists every bounty posted, in order: the example's own
+	// listing, for stores without the Lister capability.
+	bounties []uuid.UUID
 	// payouts and refunds count how many times each effect took effect.
 	payouts, refunds int
 }
@@ -96,6 +104,8 @@ func NewDB() *DB {
 		txs:      make(map[string]uuid.UUID),
 		escrows:  make(map[uuid.UUID]*Escrow),
 		balances: make(map[string]int64),
+
+		participants: make(map[uuid.UUID][]string),
 	}
 }
 
@@ -145,14 +155,37 @@ func (db *DB) Runs() (payouts, refunds int) {
 	return db.payouts, db.refunds
 }
 
+// Participants returns the workers who claimed the bounty, in order.
+func (db *DB) Participants(id uuid.UUID) []string {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return slices.Clone(db.participants[id])
+}
+
+// Joined reports whether worker claimed the bounty.
+func (db *DB) Joined(id uuid.UUID, worker string) bool {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return slices.Contains(db.participants[id], worker)
+}
+
+// Bounties returns every bounty posted, in the order posted.
+func (db *DB) Bounties() []uuid.UUID {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return slices.Clone(db.bounties)
+}
+
 // DBState is a deep copy of the whole database, for comparisons.
 type DBState struct {
-	Agents   map[string]Agent
-	Txs      map[string]uuid.UUID
-	Escrows  map[uuid.UUID]Escrow
-	Balances map[string]int64
-	Payouts  int
-	Refunds  int
+	Agents       map[string]Agent
+	Txs          map[string]uuid.UUID
+	Escrows      map[uuid.UUID]Escrow
+	Balances     map[string]int64
+	Participants map[uuid.UUID][]string
+	Bounties     []uuid.UUID
+	Payouts      int
+	Refunds      int
 }
 
 // State returns a deep copy of the database.
@@ -162,6 +195,10 @@ func (db *DB) State() DBState {
 	s := DBState{
 		Agents: make(map[string]Agent), Txs: maps.Clone(db.txs), Escrows: make(map[uuid.UUID]Escrow),
 		Balances: maps.Clone(db.balances), Payouts: db.payouts, Refunds: db.refunds,
+		Participants: make(map[uuid.UUID][]string), Bounties: slices.Clone(db.bounties),
+	}
+	for k, p := range db.participants {
+		s.Participants[k] = slices.Clone(p)
 	}
 	for k, a := range db.agents {
 		s.Agents[k] = *a
@@ -210,10 +247,12 @@ func (db *DB) recordDeposit(ctx context.Context, job jobstate.Job) error {
 	return nil
 }
 
-// countClaim is the effect of the claim rule: the submission counts
-// towards total_claims (invariant 13) of its worker, the actor of the
-// claim being written.
-func (db *DB) countClaim(ctx context.Context, _ jobstate.Job) error {
+// recordJoin is the effect of the join rule: the worker, the actor of the
+// claim being written, joins the bounty's participants, and the claim
+// counts towards the worker's total_claims (invariant 13). A worker who
+// already joined is refused (the database's own constraint; the guard
+// refuses first).
+func (db *DB) recordJoin(ctx context.Context, job jobstate.Job) error {
 	f, err := firing(ctx)
 	if err != nil {
 		return err
@@ -225,7 +264,20 @@ func (db *DB) countClaim(ctx context.Context, _ jobstate.Job) error {
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrNotRegistered, worker)
 	}
+	if slices.Contains(db.participants[job.ID], worker) {
+		return ErrAlreadyJoined
+	}
+	db.participants[job.ID] = append(db.participants[job.ID], worker)
 	a.Claims++
+	return nil
+}
+
+// indexBounty is the creation effect: the bounty joins the example's own
+// listing, atomically with its creation.
+func (db *DB) indexBounty(_ context.Context, job jobstate.Job) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.bounties = append(db.bounties, job.ID)
 	return nil
 }
 

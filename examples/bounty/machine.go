@@ -11,7 +11,7 @@ import (
 	"github.com/jobstate/jobstate"
 )
 
-// The bounty's states, named as the seed names them.
+// The bounty's states, named as the lifecycle names them.
 const (
 	Open      jobstate.State = "open"
 	Funded    jobstate.State = "funded"
@@ -23,10 +23,19 @@ const (
 // Machine is the name of the bounty machine.
 const Machine = "bounty"
 
-// Fund is T1's event (POST /jobs/<id>/fund). Cancel (T2, T5) is the
-// library's jobstate.EventCancel; resolve (T3) is jobstate.EventSucceed,
-// fired when a submission commits; expiry (T4) is jobstate.EventExpire.
-const Fund jobstate.Event = "fund"
+// The bounty's user events. Cancel (T2, T5) is the library's
+// jobstate.EventCancel; a submission (POST /jobs/<id>/submit) is a claim of
+// a new execution (jobstate.EventClaim); resolve (T3) is
+// jobstate.EventSucceed, fired when a submission commits; expiry (T4) is
+// jobstate.EventExpire.
+const (
+	// Fund is T1's event (POST /jobs/<id>/fund).
+	Fund jobstate.Event = "fund"
+	// Join is a worker claiming a funded bounty (POST /jobs/<id>/claim):
+	// the worker joins the bounty's participants. It is a step of its own,
+	// before any submission; the bounty stays funded.
+	Join jobstate.Event = "join"
+)
 
 // Refund is the name of the once-only effect of T6 and T7. It is not a
 // state: the job stays expired or cancelled.
@@ -37,8 +46,10 @@ const (
 	// DefaultMaxSubmissions bounds the submissions to one bounty
 	// (invariant 6), unless its terms say otherwise.
 	DefaultMaxSubmissions = 20
-	// DefaultMaxRetries bounds one worker's submissions to one bounty
-	// (invariant 7), unless its terms say otherwise.
+	// DefaultMaxRetries bounds one worker's retries on one bounty
+	// (invariant 7), unless its terms say otherwise. A retry is a
+	// submission after the worker's first one, so a worker may submit
+	// 1 + max_retries times.
 	DefaultMaxRetries = 3
 	// MaxSubmissionsCap is the most submissions terms may allow; all of
 	// them may be judged at once (Policy.MaxExecutions).
@@ -63,7 +74,9 @@ var (
 	ErrReputation     = errors.New("completion rate below the bounty's minimum")
 	ErrTooLarge       = errors.New("submission larger than 50KB")
 	ErrMaxSubmissions = errors.New("the bounty has all the submissions it accepts")
-	ErrMaxRetries     = errors.New("the worker has used all their submissions to this bounty")
+	ErrMaxRetries     = errors.New("the worker has used all their retries on this bounty")
+	ErrNotParticipant = errors.New("the worker has not claimed this bounty")
+	ErrAlreadyJoined  = errors.New("the worker has already claimed this bounty")
 	ErrBadTerms       = errors.New("invalid bounty terms")
 )
 
@@ -74,8 +87,8 @@ type Terms struct {
 	Reward int64 `json:"reward"`
 	// Rubric lists what a submission must contain to pass the demo oracle.
 	Rubric []string `json:"rubric,omitempty"`
-	// MinReputation is the least completion_rate a worker needs to submit
-	// (invariant 14); zero means anyone.
+	// MinReputation is the least completion_rate a worker needs to claim
+	// the bounty (invariant 14); zero means anyone.
 	MinReputation float64 `json:"min_reputation,omitempty"`
 	// MaxSubmissions and MaxRetries are the bounty's limits (invariants 6
 	// and 7); Post fills in the defaults.
@@ -109,17 +122,25 @@ func ResolutionOf(job jobstate.Job) (Resolution, error) {
 	return r, nil
 }
 
-// SubmitArgs are a submission's arguments to the claim guards: the content
-// and the worker's record as the database holds it (nil when the worker is
-// not registered).
+// JoinArgs are a claim's arguments to the join guard: the worker's record
+// as the database holds it (nil when the worker is not registered), and
+// whether the worker is already a participant.
+type JoinArgs struct {
+	Agent  *Agent
+	Joined bool
+}
+
+// SubmitArgs are a submission's arguments to the submission guard: the
+// content, and whether the worker is a participant (claimed the bounty).
 type SubmitArgs struct {
 	Content string
-	Agent   *Agent
+	Joined  bool
 }
 
 // NewMachine declares the bounty machine: its states, its table with the
-// guards and effects of T1-T5, its lifecycle policy, and the refund of
-// T6/T7 as a once-only effect. Effects write to db.
+// guards and effects of T1-T5, the claim (join) and the submission, its
+// lifecycle policy, and the refund of T6/T7 as a once-only effect.
+// Effects write to db.
 func NewMachine(db *DB) (*jobstate.Definition, error) {
 	return jobstate.NewDefinition(jobstate.Spec{
 		Name: Machine,
@@ -136,9 +157,12 @@ func NewMachine(db *DB) (*jobstate.Definition, error) {
 				Effect: db.recordDeposit, EffectName: "record deposit (tx hash unique)", Description: "T1"},
 			{From: []jobstate.State{Open}, Event: jobstate.EventCancel, To: Cancelled, Guard: buyerOnly, GuardName: "buyer",
 				Description: "T2"},
+			{From: []jobstate.State{Funded}, Event: Join, To: Funded, Guard: joinAllowed,
+				GuardName: "registered, not the buyer, reputation, not yet claimed",
+				Effect:    db.recordJoin, EffectName: "add to participants, count the claim", Description: "a worker claims the bounty"},
 			{From: []jobstate.State{Funded}, Event: jobstate.EventClaim, To: Funded, Guard: submissionAllowed,
-				GuardName: "registered, not the buyer, reputation, 50KB, max submissions, max per worker",
-				Effect:    db.countClaim, EffectName: "count the worker's claim", Description: "a submission starts judging"},
+				GuardName:   "participant, 50KB, max submissions, max retries per worker",
+				Description: "a submission starts judging"},
 			{From: []jobstate.State{Funded}, Event: jobstate.EventSucceed, To: Resolved, Description: "T3: the first passer wins"},
 			{From: []jobstate.State{Funded}, Event: jobstate.EventExpire, To: Expired, Description: "T4: lazy expiry on read"},
 			{From: []jobstate.State{Funded}, Event: jobstate.EventCancel, To: Cancelled, Guard: buyerAndNothingJudging, GuardName: "buyer, nothing judging",
@@ -150,7 +174,7 @@ func NewMachine(db *DB) (*jobstate.Definition, error) {
 			FailOnLeaseLoss: true,
 			LazyExpiry:      true,
 		},
-		Create:  jobstate.CreateSpec{Guard: validTerms, GuardName: "buyer, valid terms"},
+		Create:  jobstate.CreateSpec{Guard: validTerms, GuardName: "buyer, valid terms", Effect: db.indexBounty, EffectName: "list the bounty"},
 		Effects: []jobstate.EffectSpec{{Name: Refund, In: []jobstate.State{Expired, Cancelled}, Guard: buyerOnly, GuardName: "buyer", Run: db.refund, RunName: "refund"}},
 	})
 }
@@ -170,8 +194,8 @@ func validTerms(_ context.Context, in jobstate.GuardInput) error {
 		return fmt.Errorf("%w: reward must be positive", ErrBadTerms)
 	case t.MaxSubmissions < 1 || t.MaxSubmissions > MaxSubmissionsCap:
 		return fmt.Errorf("%w: max submissions must be between 1 and %d", ErrBadTerms, MaxSubmissionsCap)
-	case t.MaxRetries < 1:
-		return fmt.Errorf("%w: max retries per worker must be at least 1", ErrBadTerms)
+	case t.MaxRetries < 0:
+		return fmt.Errorf("%w: max retries per worker cannot be negative", ErrBadTerms)
 	case t.MinReputation < 0 || t.MinReputation > 1:
 		return fmt.Errorf("%w: minimum reputation must be between 0 and 1", ErrBadTerms)
 	}
@@ -187,7 +211,7 @@ func buyerOnly(_ context.Context, in jobstate.GuardInput) error {
 }
 
 // buyerWithDeposit is T1's guard: the buyer, with a well-formed deposit
-// (on-chain verification is assumed, as in the seed's DEV_MODE).
+// (on-chain verification is assumed, as in the lifecycle's DEV_MODE).
 func buyerWithDeposit(ctx context.Context, in jobstate.GuardInput) error {
 	if err := buyerOnly(ctx, in); err != nil {
 		return err
@@ -223,15 +247,13 @@ func buyerAndNothingJudging(ctx context.Context, in jobstate.GuardInput) error {
 	return nil
 }
 
-// submissionAllowed is the claim guard: a registered worker (2) who is not
-// the buyer (3), with the reputation the bounty asks for (14), content
-// within 50KB (8), while the bounty accepts more submissions (6) and the
-// worker has submissions left (7). The limits count the job's executions,
-// failed ones included.
-func submissionAllowed(_ context.Context, in jobstate.GuardInput) error {
-	args, ok := in.Args.(SubmitArgs)
+// joinAllowed is the guard of a claim (join): a registered worker (2) who
+// is not the buyer (3), with the reputation the bounty asks for (14), and
+// not a participant yet.
+func joinAllowed(_ context.Context, in jobstate.GuardInput) error {
+	args, ok := in.Args.(JoinArgs)
 	if !ok {
-		return fmt.Errorf("claim arguments are %T, not SubmitArgs", in.Args)
+		return fmt.Errorf("join arguments are %T, not JoinArgs", in.Args)
 	}
 	terms, err := TermsOf(in.Job)
 	if err != nil {
@@ -244,6 +266,30 @@ func submissionAllowed(_ context.Context, in jobstate.GuardInput) error {
 		return ErrSelfDealing
 	case terms.MinReputation > 0 && args.Agent.CompletionRate() < terms.MinReputation:
 		return fmt.Errorf("%w: %.2f < %.2f", ErrReputation, args.Agent.CompletionRate(), terms.MinReputation)
+	case args.Joined:
+		return ErrAlreadyJoined
+	}
+	return nil
+}
+
+// submissionAllowed is the guard of a submission (the claim of an
+// execution): a worker who claimed the bounty, content within 50KB (8),
+// while the bounty accepts more submissions (6) and the worker has retries
+// left (7). The limits count the job's executions, failed ones included:
+// every submission counts towards max_submissions, and every submission
+// of the worker's after their first is a retry.
+func submissionAllowed(_ context.Context, in jobstate.GuardInput) error {
+	args, ok := in.Args.(SubmitArgs)
+	if !ok {
+		return fmt.Errorf("claim arguments are %T, not SubmitArgs", in.Args)
+	}
+	terms, err := TermsOf(in.Job)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !args.Joined:
+		return ErrNotParticipant
 	case len(args.Content) > MaxContentBytes:
 		return fmt.Errorf("%w: %d bytes", ErrTooLarge, len(args.Content))
 	}
@@ -256,8 +302,8 @@ func submissionAllowed(_ context.Context, in jobstate.GuardInput) error {
 	switch {
 	case total >= terms.MaxSubmissions:
 		return fmt.Errorf("%w: %d of %d", ErrMaxSubmissions, total, terms.MaxSubmissions)
-	case mine >= terms.MaxRetries:
-		return fmt.Errorf("%w: %d of %d", ErrMaxRetries, mine, terms.MaxRetries)
+	case mine > 0 && mine-1 >= terms.MaxRetries:
+		return fmt.Errorf("%w: %d of %d", ErrMaxRetries, mine-1, terms.MaxRetries)
 	}
 	return nil
 }

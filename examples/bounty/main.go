@@ -1,16 +1,18 @@
-// Command bounty runs seed 003's bounty marketplace on jobstate: bounties
-// open → funded → resolved/expired/cancelled, workers' submissions as
-// concurrent executions of a funded bounty where the first to pass wins,
-// lazy expiry on read, cancel blocked while judging, the refund as a
-// once-only effect that is not a state, and crash recovery of stuck
-// judging at start-up.
+// Command bounty runs a bounty marketplace on jobstate: bounties open →
+// funded → resolved/expired/cancelled, workers who claim a funded bounty
+// and then submit to it, submissions as concurrent executions of the
+// bounty where the first to pass wins, lazy expiry on every read (the list
+// included), cancel blocked while judging, the refund as a once-only
+// effect that is not a state, and crash recovery of stuck judging at
+// start-up and by the periodic sweep.
 //
 //	go run ./examples/bounty
 //
 // The store is memstore and time is a manual clock, so deadlines and
 // leases pass instantly. The machine is declared in machine.go, the
-// application database its effects write to in db.go, the server's
-// endpoints in market.go.
+// application database its effects write to in db.go, the marketplace's
+// operations in market.go, its HTTP API (a net/http handler) in http.go;
+// this file tells the story.
 package main
 
 import (
@@ -60,7 +62,7 @@ func run(ctx context.Context, out io.Writer) error {
 	for _, w := range []string{"alice", "bob", "carol", "dave", "erin", buyer} {
 		m.Register(w)
 	}
-	fmt.Fprintln(out, "Bounty marketplace (seed 003) on jobstate: memstore, manual clock.")
+	fmt.Fprintln(out, "Bounty marketplace on jobstate: memstore, manual clock.")
 
 	// 1. Several workers submit at once; the first passer wins.
 	fmt.Fprintln(out, "\n1. Three workers, one winner")
@@ -69,9 +71,17 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	for _, w := range []string{"mallory", buyer} {
-		_, err := m.Submit(ctx, b1.ID, w, "bonjour mon ami")
-		fmt.Fprintf(out, "  %s submits: refused (%s)\n", w, why(err))
+		_, err := m.Join(ctx, b1.ID, w)
+		fmt.Fprintf(out, "  %s claims: refused (%s)\n", w, why(err))
 	}
+	_, err = m.Submit(ctx, b1.ID, "alice", "salut")
+	fmt.Fprintf(out, "  alice submits before claiming: refused (%s)\n", why(err))
+	for _, w := range []string{"alice", "bob", "carol"} {
+		if _, err := m.Join(ctx, b1.ID, w); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "  alice, bob and carol claim it: participants %v\n", db.Participants(b1.ID))
 	contents := map[string]string{"alice": "salut", "bob": "bonjour mon ami", "carol": "Bonjour, mon ami !"}
 	subs, err := submitAll(ctx, m, b1.ID, []string{"alice", "bob", "carol"}, contents)
 	if err != nil {
@@ -127,11 +137,14 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if _, err := m.Join(ctx, b2.ID, "dave"); err != nil {
+		return err
+	}
 	late, err := m.Submit(ctx, b2.ID, "dave", "a summary")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "  dave submits: judging")
+	fmt.Fprintln(out, "  dave claims it and submits: judging")
 	clock.Advance(time.Hour)
 	raw, err := store.Get(ctx, b2.ID)
 	if err != nil {
@@ -159,11 +172,14 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if _, err := m.Join(ctx, b3.ID, "erin"); err != nil {
+		return err
+	}
 	sub, err := m.Submit(ctx, b3.ID, "erin", "Felix")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "  erin submits: judging")
+	fmt.Fprintln(out, "  erin claims it and submits: judging")
 	_, err = m.Cancel(ctx, b3.ID, buyer)
 	fmt.Fprintf(out, "  %s cancels: refused (%s)\n", buyer, why(err))
 	if v, err = m.Judge(ctx, sub); err != nil {
@@ -185,11 +201,16 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range []string{"alice", "bob"} {
+		if _, err := m.Join(ctx, b4.ID, w); err != nil {
+			return err
+		}
+	}
 	stuck, err := submitAll(ctx, m, b4.ID, []string{"alice", "bob"}, map[string]string{"alice": "recieve", "bob": "receive"})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "  alice and bob submit: 2 judging")
+	fmt.Fprintln(out, "  alice and bob claim it and submit: 2 judging")
 	clock.Advance(time.Minute)
 	fmt.Fprintf(out, "  the server crashes and comes back a minute later, within the judging lease (%s)\n", JudgingLease)
 	m, rep, err := Start(ctx, store, db, clock, DemoOracle)
@@ -209,8 +230,56 @@ func run(ctx context.Context, out io.Writer) error {
 	if _, err := m.Judge(ctx, sub); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "  bob submits again and passes:")
-	return printBounty(ctx, out, m, b4.ID)
+	fmt.Fprintln(out, "  bob submits again (a retry) and passes:")
+	if err := printBounty(ctx, out, m, b4.ID); err != nil {
+		return err
+	}
+
+	// 5. A judging submission that gets no verdict is failed by the
+	// periodic sweep once its judging lease lapses.
+	fmt.Fprintln(out, "\n5. Stuck judging, recovered by the sweep")
+	b5, err := postAndFund(ctx, out, m, Terms{Title: "Translate a menu", Reward: 3000}, time.Time{}, "0x5eed05")
+	if err != nil {
+		return err
+	}
+	if _, err := m.Join(ctx, b5.ID, "carol"); err != nil {
+		return err
+	}
+	if _, err := m.Submit(ctx, b5.ID, "carol", "menu"); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  carol claims it and submits; the oracle never answers\n")
+	clock.Advance(JudgingLease)
+	rep, err = m.Sweep(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  %s later, the sweep: %d stuck submission(s) failed\n", JudgingLease, rep.Aborted)
+	if err := printBounty(ctx, out, m, b5.ID); err != nil {
+		return err
+	}
+
+	// 6. The list expires overdue bounties as a single read does.
+	fmt.Fprintln(out, "\n6. The list (GET /jobs)")
+	b6, err := postAndFund(ctx, out, m, Terms{Title: "Proofread a poem", Reward: 1500}, clock.Now().Add(time.Minute), "0x5eed06")
+	if err != nil {
+		return err
+	}
+	clock.Advance(time.Minute)
+	raw, err = store.Get(ctx, b6.ID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  a minute passes (its deadline); the store still holds %s\n", raw.State)
+	all, err := m.List(ctx)
+	if err != nil {
+		return err
+	}
+	for i, j := range all {
+		t, _ := TermsOf(j)
+		fmt.Fprintf(out, "  %d. %-38q %s\n", i+1, t.Title, j.State)
+	}
+	return nil
 }
 
 // postAndFund posts a bounty for the story's buyer and funds it with the

@@ -23,7 +23,7 @@ type Oracle func(terms Terms, content string) (int, error)
 // ErrBlocked is the demo oracle's guard refusing a submission.
 var ErrBlocked = errors.New("guard blocked the submission")
 
-// DemoOracle is a stand-in for the seed's guard and LLM oracle: it blocks
+// DemoOracle is a stand-in for the lifecycle's guard and LLM oracle: it blocks
 // content that tries to instruct the judge, then scores the share of the
 // rubric's terms the content contains (case-insensitive).
 func DemoOracle(terms Terms, content string) (int, error) {
@@ -53,7 +53,7 @@ type Market struct {
 }
 
 // Start starts a server over store and db: it declares the machine, builds
-// the engine and recovers from a previous run (seed 003 rule 12): every
+// the engine and recovers from a previous run (rule 12): every
 // submission left judging by the server that died is failed at once,
 // whatever time its judging lease has left (Policy.FailOnLeaseLoss; the
 // bounty stays funded). The report says what the recovery did. Nothing
@@ -148,9 +148,62 @@ func (m *Market) Post(ctx context.Context, buyer string, terms Terms, deadline t
 // Get reads a bounty (GET /jobs/<id>). The engine expires a funded bounty
 // found past its deadline first (T4), failing its judging submissions. So
 // does every other operation of the engine on a bounty (Policy.LazyExpiry),
-// as every endpoint of the seed reads through check_expiry.
+// as every endpoint of the lifecycle reads through check_expiry.
 func (m *Market) Get(ctx context.Context, id uuid.UUID) (jobstate.Job, error) {
 	return m.eng.Get(ctx, id)
+}
+
+// List lists every bounty (GET /jobs), in the order posted, each expired
+// first if it is funded and past its deadline (T4: the lazy check runs on
+// the list as on a single read). With a store that offers listing
+// (jobstate.Lister), it pages through Engine.List, which applies lazy
+// expiry to every job it lists; otherwise it walks the example's own
+// listing and reads each bounty through Engine.Get, which does.
+func (m *Market) List(ctx context.Context) ([]jobstate.Job, error) {
+	var out []jobstate.Job
+	q := jobstate.ListQuery{Machine: Machine, Limit: 100}
+	cursor := ""
+	for {
+		page, err := m.eng.List(ctx, q, cursor)
+		if errors.Is(err, jobstate.ErrUnsupported) {
+			return m.listOwn(ctx)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Jobs...)
+		if page.Next == "" {
+			return out, nil
+		}
+		cursor = page.Next
+	}
+}
+
+// listOwn is List for a store without the Lister capability.
+func (m *Market) listOwn(ctx context.Context) ([]jobstate.Job, error) {
+	ids := m.db.Bounties()
+	out := make([]jobstate.Job, 0, len(ids))
+	for _, id := range ids {
+		job, err := m.eng.Get(ctx, id)
+		if errors.Is(err, jobstate.ErrNotFound) {
+			continue // pruned
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, job)
+	}
+	return out, nil
+}
+
+// Sweep is the server's periodic recovery: it fails every submission whose
+// judging lease (JudgingLease) has lapsed without a verdict (a stuck
+// judging submission, as at start-up; Policy.FailOnLeaseLoss), leaving
+// the bounty funded. The engine's sweep also expires the funded bounties
+// past their deadline that it meets, which a read would have expired
+// anyway (see docs/examples/bounty.md).
+func (m *Market) Sweep(ctx context.Context) (jobstate.SweepReport, error) {
+	return m.eng.Sweep(ctx)
 }
 
 // Fund funds a bounty with the buyer's deposit (T1, POST
@@ -180,14 +233,24 @@ type Submission struct {
 	Terms   Terms
 }
 
-// Submit submits a worker's content to a bounty (POST /jobs/<id>/submit):
-// a new execution of the job, claimed under the worker's name and judging
-// until its verdict. The claim guards decide whether it is accepted.
-func (m *Market) Submit(ctx context.Context, id uuid.UUID, worker, content string) (Submission, error) {
-	args := SubmitArgs{Content: content}
+// Join is a worker claiming a funded bounty (POST /jobs/<id>/claim): the
+// worker joins its participants, and the claim counts towards the
+// worker's total_claims. The join guard decides whether it is accepted
+// (registered, not the buyer, the reputation gate, not yet claimed).
+func (m *Market) Join(ctx context.Context, id uuid.UUID, worker string) (jobstate.Job, error) {
+	args := JoinArgs{Joined: m.db.Joined(id, worker)}
 	if a, ok := m.db.Agent(worker); ok {
 		args.Agent = &a
 	}
+	return m.eng.Fire(ctx, id, Join, jobstate.Call{Actor: worker, Args: args})
+}
+
+// Submit submits a worker's content to a bounty (POST /jobs/<id>/submit):
+// a new execution of the job, claimed under the worker's name and judging
+// until its verdict. The worker must have claimed the bounty first (Join);
+// the submission guard decides whether it is accepted.
+func (m *Market) Submit(ctx context.Context, id uuid.UUID, worker, content string) (Submission, error) {
+	args := SubmitArgs{Content: content, Joined: m.db.Joined(id, worker)}
 	c, err := m.eng.ClaimJob(ctx, id, jobstate.ClaimRequest{Worker: worker, Args: args})
 	if err != nil {
 		return Submission{}, err
@@ -210,7 +273,7 @@ type Verdict struct {
 }
 
 // Judge runs the oracle on a submission and records the verdict (the
-// seed's oracle thread). A passing submission commits: the first to do so
+// lifecycle's oracle thread). A passing submission commits: the first to do so
 // resolves the bounty with its result and its payout (T3); a later one is
 // discarded (jobstate.ErrAlreadyCommitted). A failing one fails alone,
 // permanently; the bounty stays funded. A submission ended meanwhile (the
@@ -237,7 +300,7 @@ func (m *Market) Judge(ctx context.Context, s Submission) (Verdict, error) {
 	return v, err
 }
 
-// SubmissionStatus is a submission's status in the seed's words.
+// SubmissionStatus is a submission's status in the lifecycle's words.
 type SubmissionStatus string
 
 // The submission statuses.
@@ -247,7 +310,7 @@ const (
 	Failed  SubmissionStatus = "failed"
 )
 
-// SubmissionView is one submission as the seed's Submission table shows
+// SubmissionView is one submission as the lifecycle's Submission table shows
 // it.
 type SubmissionView struct {
 	Worker string
@@ -257,7 +320,7 @@ type SubmissionView struct {
 }
 
 // Submissions lists a bounty's submissions in the order they were made,
-// each execution's status named in the seed's words: live is judging,
+// each execution's status named in the lifecycle's words: live is judging,
 // done is passed, aborted is failed.
 func (m *Market) Submissions(ctx context.Context, id uuid.UUID) ([]SubmissionView, error) {
 	execs, err := m.eng.Executions(ctx, id)

@@ -206,10 +206,9 @@ func NewWorld() (*World, error) {
 }
 
 // Download is the bot's handler of the "Download" button's callback. The
-// idempotency key is the seed's sha256(user_id:file_id:request_nonce),
-// built with jobstate.Key (length-prefixed parts, so no separator can be
-// forged): a callback repeated with the same nonce returns the existing
-// job (Created.Existing) and enqueues nothing.
+// idempotency key is the lifecycle's sha256(user_id + ":" + file_id + ":" +
+// request_nonce) (IdempotencyKey): a callback repeated with the same nonce
+// returns the existing job (Created.Existing) and enqueues nothing.
 func (w *World) Download(ctx context.Context, user, file, nonce string) (jobstate.Created, error) {
 	payload, err := json.Marshal(Request{UserID: user, FileID: file, Nonce: nonce})
 	if err != nil {
@@ -219,7 +218,7 @@ func (w *World) Download(ctx context.Context, user, file, nonce string) (jobstat
 		Machine: MachineName,
 		Payload: payload,
 		Owner:   user,
-		Key:     jobstate.Key(user, file, nonce),
+		Key:     IdempotencyKey(user, file, nonce),
 		TTL:     QueueTTL,
 		Actor:   user,
 	})
@@ -243,7 +242,7 @@ func (w *World) Worker(name string) *Worker {
 }
 
 // Worker is one delivery worker. It decides no lifecycle rule: it claims,
-// fires the seed's events through its lease, heartbeats while it
+// fires the lifecycle's events through its lease, heartbeats while it
 // transfers, and hands every error to the engine, whose table, guard and
 // classifier decide what follows.
 type Worker struct {
@@ -283,6 +282,13 @@ func (wk *Worker) Process(ctx context.Context, c jobstate.Claimed) (jobstate.Job
 	lease := c.Lease
 	args := DownloadArgs{User: wk.Users.Status(req.UserID)}
 	if _, err := wk.Engine.Advance(ctx, lease, StartDownload, jobstate.Call{Args: args}); err != nil {
+		// A refusal by the guard (attempt 3, a user who is not ACTIVE) is
+		// reported as the guard's own error, which the classifier calls
+		// non-retryable: CLAIMED → FAILED.
+		var te *jobstate.TransitionError
+		if errors.As(err, &te) && errors.Is(err, jobstate.ErrGuardRefused) && te.Cause != nil {
+			err = te.Cause
+		}
 		return wk.fail(ctx, lease, err)
 	}
 	f, err := wk.Disk.Stat(req.FileID)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,7 +13,7 @@ import (
 	"github.com/jobstate/jobstate"
 )
 
-// The job states of seed 004, as in its diagram.
+// The job states of file delivery, as in its diagram.
 const (
 	Queued      jobstate.State = "QUEUED"
 	Claimed     jobstate.State = "CLAIMED"
@@ -23,7 +25,7 @@ const (
 	Expired     jobstate.State = "EXPIRED"
 )
 
-// The user events of seed 004, fired by the worker through its lease
+// The user events of file delivery, fired by the worker through its lease
 // (Engine.Advance). The diagram's other labels are the engine's lifecycle
 // events: worker_claim(job_id) is claim, telegram_ack is succeed,
 // non_retryable_error is fail, retryable_error is retry, heartbeat_timeout
@@ -38,14 +40,19 @@ const MachineName = "delivery"
 
 // Timing and limits of the bot.
 const (
-	// HeartbeatTimeout is the seed's T: a job whose heartbeat_at is older
-	// than T is "stuck", and its lease has lapsed (the lease lives T past
-	// the last heartbeat), so the recovery sweep takes it back.
+	// HeartbeatTimeout is the lifecycle's T: a job whose heartbeat_at is older
+	// than T (strictly: heartbeat_at < now - T) is "stuck", and the
+	// recovery takes it back. The lease lives T plus one nanosecond past
+	// the last heartbeat (LeaseTTL), so that it lapses exactly when the
+	// heartbeat becomes older than T, not at T itself.
 	HeartbeatTimeout = 30 * time.Second
-	// HeartbeatEvery is the seed's N: how often a worker renews its lease
+	// LeaseTTL is the lease length: the first instant at which a lease has
+	// lapsed is the first at which heartbeat_at < now - T holds.
+	LeaseTTL = HeartbeatTimeout + time.Nanosecond
+	// HeartbeatEvery is the lifecycle's N: how often a worker renews its lease
 	// while it transfers.
 	HeartbeatEvery = 10 * time.Second
-	// MaxAttempts is the seed's attempt limit.
+	// MaxAttempts is the lifecycle's attempt limit.
 	MaxAttempts = 3
 	// QueueTTL is how long a job may wait in QUEUED before it expires.
 	QueueTTL = time.Hour
@@ -53,20 +60,22 @@ const (
 	MaxFileSize int64 = 2 << 30
 )
 
-// Attempt is the seed's attempt counter of a job: 0 for a new job, +1 for
+// Attempt is the lifecycle's attempt counter of a job: 0 for a new job, +1 for
 // every retryable_error and every heartbeat_timeout. The engine keeps the
 // same count as Job.RetryCount (each retry or abandon adds one), so that is
 // what Attempt reads. Job.Attempt is another number: the count of
 // executions started, the current one included (the lease's fencing
-// token), which is Attempt+1 while a job is held.
+// token).
 //
-// The seed's limit of three attempts maps onto the retry policy as
-// MaxRetries = MaxAttempts-1 = 2: a job whose attempts keep failing
-// retryably is retried after its first and second failure (attempt 1,
-// then 2) and fails after its third, so it runs at most 3 times and
-// "attempt < 3" holds at every start_download. The guard still checks it:
-// it is a rule of the table, which a per-job retry override
-// (NewJob.Retry) cannot pass.
+// The lifecycle's rules map onto the retry policy as MaxRetries =
+// MaxAttempts = 3: a retryable error or a heartbeat timeout goes back to
+// QUEUED with attempt+1 while attempt < 3 (the engine retries while
+// RetryCount < MaxRetries), and to FAILED once attempt is 3. A job that
+// comes back to QUEUED at attempt 3 is claimed like any other and then
+// refused at CLAIMED → DOWNLOADING by the guard (attempt < 3), which the
+// worker reports as a permanent failure: CLAIMED → FAILED. So a job
+// downloads at most three times, and no job is left in QUEUED with
+// nothing able to claim it.
 func Attempt(j jobstate.Job) int { return j.RetryCount }
 
 // UserStatus is a user's status in the bot's user table.
@@ -106,12 +115,20 @@ func CanStartDownload(_ context.Context, in jobstate.GuardInput) error {
 	return nil
 }
 
-// Spec declares seed 004's job lifecycle, arrow for arrow as its diagram
-// draws it, plus CLAIMED → FAILED: the diagram omits it, but the seed's
-// rules reach FAILED from any active state ("... -> FAILED: if attempt >= 3
-// or a non-retryable error", and recovery fails a CLAIMED job whose
-// attempts are spent), and the engine needs it to end a job whose
-// start_download was refused.
+// Spec declares file delivery's job lifecycle, arrow for arrow as its diagram
+// draws it, plus the arrows its written rules add:
+//
+//   - CLAIMED → FAILED: "... -> FAILED if attempt >= 3 or a non-retryable
+//     error" reaches FAILED from every held state, and recovery fails a
+//     stale CLAIMED job whose attempts are spent; it also ends a job whose
+//     start_download was refused (attempt 3, or a user who is not ACTIVE);
+//   - DOWNLOADING, STREAMING → QUEUED on a heartbeat timeout: recovery
+//     sends a stale DOWNLOADING or STREAMING job back to QUEUED with
+//     attempt+1, recorded as the heartbeat timeout it is (the engine's
+//     abandon, which it takes for a lost lease), not as a retryable error.
+//
+// The commit (telegram_ack) happens only in STREAMING, the one state with
+// a succeed rule.
 func Spec() jobstate.Spec {
 	return jobstate.Spec{
 		Name: MachineName,
@@ -138,25 +155,32 @@ func Spec() jobstate.Spec {
 				Description: "non_retryable_error, or a retryable one at attempt 3"},
 			{From: []jobstate.State{Downloading, Streaming}, Event: jobstate.EventRetry, To: Queued,
 				Description: "retryable_error (attempt+1), writing last_error"},
-			{From: []jobstate.State{Claimed}, Event: jobstate.EventAbandon, To: Queued,
+			{From: []jobstate.State{Claimed, Downloading, Streaming}, Event: jobstate.EventAbandon, To: Queued,
 				Description: "heartbeat_timeout (attempt+1)"},
 			{From: []jobstate.State{Queued}, Event: jobstate.EventCancel, To: Cancelled,
 				Description: "user_cancel"},
 			{From: []jobstate.State{Queued}, Event: jobstate.EventExpire, To: Expired,
 				Description: "ttl_expired"},
 			{From: []jobstate.State{Claimed}, Event: jobstate.EventFail, To: Failed,
-				Description: "start_download refused, or heartbeat_timeout with attempts spent"},
+				Description: "start_download refused (attempt 3, user not ACTIVE), or heartbeat_timeout at attempt 3"},
 		},
 		Policy: jobstate.Policy{
-			LeaseTTL: HeartbeatTimeout,
+			LeaseTTL: LeaseTTL,
 			Retry: jobstate.RetryPolicy{
-				MaxRetries: MaxAttempts - 1, // see Attempt
+				MaxRetries: MaxAttempts, // see Attempt
 				Backoff:    jobstate.ExponentialBackoff(5*time.Second, 2, time.Minute),
 			},
 			Classify:     Classify,
 			ClassifyName: "Classify",
 		},
 	}
+}
+
+// IdempotencyKey is the lifecycle's idempotency key, exactly:
+// the lowercase hex of sha256(user_id + ":" + file_id + ":" + request_nonce).
+func IdempotencyKey(user, file, nonce string) string {
+	sum := sha256.Sum256([]byte(user + ":" + file + ":" + nonce))
+	return hex.EncodeToString(sum[:])
 }
 
 // Machine returns the validated Definition of Spec.
@@ -203,7 +227,7 @@ func (e *TooBigError) Error() string {
 // an administrator must step in.
 var ErrTokenInvalid = errors.New("yandex disk: invalid token after refresh")
 
-// Classify is seed 004's error taxonomy, as the machine's classifier:
+// Classify is file delivery's error taxonomy, as the machine's classifier:
 //
 //   - non-retryable: access denied (403) or a user who is not ACTIVE, file
 //     not found (404), file too big (> 2 GB), invalid token after refresh;

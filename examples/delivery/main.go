@@ -1,5 +1,4 @@
-// Command delivery runs seed 004's file delivery bot on the in-memory
-// store: a Telegram bot that downloads a file from Yandex Disk and streams
+// Command delivery runs the file delivery bot on the in-memory store: a Telegram bot that downloads a file from Yandex Disk and streams
 // it to the user through a local Bot API server. It shows a delivery (with
 // its callback repeated), a delivery retried after a 5xx and a 429, two
 // permanent failures (a file too big, a blocked user), a cancel, a TTL
@@ -176,10 +175,11 @@ func anExpiry(ctx context.Context, w *World, out io.Writer) error {
 }
 
 // stuckAndRecovery: worker-1 crashes holding three jobs: one CLAIMED, one
-// DOWNLOADING, and one STREAMING on its third attempt. /status lists them
-// as stuck once their heartbeat is older than T. worker-2 starts with the
-// recovery sweep: the first two go back to QUEUED with attempt+1, the
-// third, its attempts spent, to FAILED; worker-2 then delivers the two.
+// DOWNLOADING, and one STREAMING at attempt 2. /status lists them as stuck
+// once their heartbeat is older than T. worker-2 starts with the recovery
+// sweep: all three have attempt < 3, so all three go back to QUEUED with
+// attempt+1. worker-2 then delivers the first two; the third, now at
+// attempt 3, is claimed and refused at start_download, so it fails.
 func stuckAndRecovery(ctx context.Context, w *World, out io.Writer) error {
 	var ids []uuid.UUID
 	for _, r := range []struct{ user, file, nonce string }{
@@ -242,7 +242,7 @@ func stuckAndRecovery(ctx context.Context, w *World, out io.Writer) error {
 	fmt.Fprintf(out, "  %s  worker-1 holds %s (CLAIMED), %s (DOWNLOADING), %s (STREAMING, attempt 2), heartbeats, and crashes\n",
 		clock(w.Clock.Now()), ShortID(photo), ShortID(song), ShortID(slides))
 
-	for _, d := range []time.Duration{HeartbeatTimeout - time.Second, 2 * time.Second} {
+	for _, d := range []time.Duration{HeartbeatTimeout - time.Second, time.Second, time.Second} {
 		w.Clock.Advance(d)
 		stuck, err := w.Stuck(ctx)
 		if err != nil {
@@ -260,7 +260,7 @@ func stuckAndRecovery(ctx context.Context, w *World, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "  %s  worker-2 starts; recovery sweep: %d lease(s) lost, %d back to QUEUED, %d FAILED\n",
+	fmt.Fprintf(out, "  %s  worker-2 starts; recovery: %d lease(s) lost, %d back to QUEUED, %d FAILED\n",
 		clock(w.Clock.Now()), rep.Aborted, rep.Retried, rep.Failed)
 	for _, id := range ids {
 		j, err := w.Engine.Get(ctx, id)

@@ -1,22 +1,12 @@
 package main
 
 import (
-	"context"
-	"encoding/binary"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/jobstate/jobstate"
-	"github.com/jobstate/jobstate/memstore"
 )
 
-// The job states of seed 002. They are a projection of the executions:
+// The job states of the exactly-once lifecycle. They are a projection of the executions:
 // the table below moves a job only when one of its executions moves.
 const (
 	// Pending: created, not yet leased.
@@ -39,15 +29,15 @@ const LeaseTTL = 10 * time.Second
 
 // MaxRetries bounds how often a job goes back to PENDING after an aborted
 // execution (a lost lease or a worker's retryable error): a job whose
-// executions keep aborting ends FAILED after MaxRetries+1 executions. Seed
-// 002 leaves the number open; this example picks 3.
+// executions keep aborting ends FAILED after MaxRetries+1 executions. The
+// lifecycle leaves the number open; this example picks 3.
 const MaxRetries = 3
 
-// Spec declares seed 002's job machine as a table. Every rule is a
+// Spec declares the exactly-once job machine as a table. Every rule is a
 // lifecycle rule, fired by the engine when an execution moves, and
 // Policy.DerivedState makes the engine refuse any other move of the job
 // (Engine.Fire gives ErrInvalidArgument). Policy.RequireStart holds the
-// executions to the seed's own table: an execution commits only from
+// executions to the lifecycle's own table: an execution commits only from
 // IN_PROGRESS, so a LEASED one must be started (Engine.Start) first.
 // The job's rules:
 //
@@ -92,260 +82,3 @@ func Spec() jobstate.Spec {
 
 // Machine returns the validated Definition of Spec.
 func Machine() (*jobstate.Definition, error) { return jobstate.NewDefinition(Spec()) }
-
-// Payout is a job's payload: credit Amount cents to Account. Crediting is
-// the job's side effect, which must happen exactly once.
-type Payout struct {
-	Account string `json:"account"`
-	Amount  int64  `json:"amount"`
-}
-
-// Receipt is what the prepare phase computes and the commit phase stores as
-// the job's result.
-type Receipt struct {
-	Account   string `json:"account"`
-	Amount    int64  `json:"amount"`
-	Reference string `json:"reference"`
-}
-
-// ErrInvalidPayout is a prepare-phase refusal that retrying cannot fix.
-var ErrInvalidPayout = errors.New("invalid payout")
-
-// Prepare is the prepare phase of seed 002's crash consistency rule: it
-// validates the preconditions and computes the result, touching nothing
-// outside, so it is safe to repeat any number of times.
-func Prepare(job jobstate.Job) (Receipt, error) {
-	var p Payout
-	if err := json.Unmarshal(job.Payload, &p); err != nil {
-		return Receipt{}, jobstate.Permanent(fmt.Errorf("%w: %v", ErrInvalidPayout, err))
-	}
-	if p.Account == "" || p.Amount <= 0 {
-		return Receipt{}, jobstate.Permanent(fmt.Errorf("%w: %d cents to %q", ErrInvalidPayout, p.Amount, p.Account))
-	}
-	return Receipt{Account: p.Account, Amount: p.Amount, Reference: "payout-" + ShortID(job.ID)}, nil
-}
-
-// Entry is one credit written to the ledger, with the execution that wrote
-// it.
-type Entry struct {
-	JobID  uuid.UUID
-	ExecID uuid.UUID
-	Worker string
-	Receipt
-	At time.Time
-}
-
-// Ledger is the example's own store of account balances: the system the
-// jobs' side effect lands in. It deliberately does not deduplicate: exactly
-// once is the commit boundary's guarantee, and the ledger's counts show it.
-type Ledger struct {
-	mu      sync.Mutex
-	entries []Entry
-}
-
-// Credit records one credit.
-func (l *Ledger) Credit(e Entry) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.entries = append(l.entries, e)
-}
-
-// Applied returns how many times a credit was written for the job.
-func (l *Ledger) Applied(job uuid.UUID) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, e := range l.entries {
-		if e.JobID == job {
-			n++
-		}
-	}
-	return n
-}
-
-// Entries returns a copy of every credit, in the order written.
-func (l *Ledger) Entries() []Entry {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]Entry(nil), l.entries...)
-}
-
-// Balance returns the sum credited to account.
-func (l *Ledger) Balance(account string) int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var sum int64
-	for _, e := range l.entries {
-		if e.Account == account {
-			sum += e.Amount
-		}
-	}
-	return sum
-}
-
-// World is one running system: the machine, an engine over the in-memory
-// store driven by a manual clock, and the ledger.
-type World struct {
-	Def    *jobstate.Definition
-	Engine *jobstate.Engine
-	Clock  *jobstate.ManualClock
-	Ledger *Ledger
-}
-
-// Start is the manual clock's first reading.
-var Start = time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
-
-// NewWorld builds a World. Ids are sequential (see SequentialIDs) so that
-// the printed output is the same on every run.
-func NewWorld() (*World, error) {
-	def, err := Machine()
-	if err != nil {
-		return nil, err
-	}
-	clock := jobstate.NewManualClock(Start)
-	eng, err := jobstate.New(memstore.New(), jobstate.WithMachines(def), jobstate.WithClock(clock), jobstate.WithIDs(SequentialIDs()))
-	if err != nil {
-		return nil, err
-	}
-	return &World{Def: def, Engine: eng, Clock: clock, Ledger: &Ledger{}}, nil
-}
-
-// Submit creates a payout job, in PENDING.
-func (w *World) Submit(ctx context.Context, p Payout) (jobstate.Job, error) {
-	payload, err := json.Marshal(p)
-	if err != nil {
-		return jobstate.Job{}, err
-	}
-	c, err := w.Engine.Create(ctx, jobstate.NewJob{Machine: MachineName, Payload: payload, Actor: "api"})
-	return c.Job, err
-}
-
-// Worker returns a worker of this world with the given name.
-func (w *World) Worker(name string) *Worker { return &Worker{Name: name, world: w} }
-
-// Worker is one process running payout jobs. It decides no lifecycle rule:
-// it asks the engine for a lease, marks its execution started, prepares,
-// commits its effect through the engine and finishes; the engine says
-// whether each step is allowed.
-type Worker struct {
-	Name  string
-	world *World
-}
-
-// Lease claims the next due PENDING job: a new execution, LEASED.
-func (wk *Worker) Lease(ctx context.Context) (jobstate.Claimed, error) {
-	return wk.world.Engine.Claim(ctx, jobstate.ClaimRequest{Machine: MachineName, Worker: wk.Name})
-}
-
-// LeaseJob claims one named job, as a worker does when a message naming
-// the job is delivered to it (at least once).
-func (wk *Worker) LeaseJob(ctx context.Context, id uuid.UUID) (jobstate.Claimed, error) {
-	return wk.world.Engine.ClaimJob(ctx, id, jobstate.ClaimRequest{Worker: wk.Name})
-}
-
-// Start moves the worker's execution from LEASED to IN_PROGRESS.
-func (wk *Worker) Start(ctx context.Context, lease jobstate.Lease) error {
-	_, err := wk.world.Engine.Start(ctx, lease)
-	return err
-}
-
-// Commit is the commit phase: the engine marks the execution COMMITTED and
-// runs the effect (the ledger credit) in the same atomic update, only if
-// the lease is live, the execution was started, and no execution of the
-// job has committed. A refusal applies nothing. The effect sees the job as
-// the commit writes it, and dates the credit with it.
-func (wk *Worker) Commit(ctx context.Context, lease jobstate.Lease, r Receipt) error {
-	result, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	_, err = wk.world.Engine.Commit(ctx, lease, jobstate.CommitInput{
-		Result: result,
-		Effect: func(_ context.Context, job jobstate.Job) error {
-			wk.world.Ledger.Credit(Entry{JobID: job.ID, ExecID: lease.ExecID, Worker: wk.Name, Receipt: r, At: job.UpdatedAt})
-			return nil
-		},
-	})
-	return err
-}
-
-// Finish moves the committed execution to DONE; the job follows to
-// SUCCEEDED.
-func (wk *Worker) Finish(ctx context.Context, lease jobstate.Lease) (jobstate.Job, error) {
-	return wk.world.Engine.Finish(ctx, lease)
-}
-
-// Fail aborts the worker's execution with err before any commit; the
-// engine retries or fails the job as the table and the retry policy say.
-func (wk *Worker) Fail(ctx context.Context, lease jobstate.Lease, err error) (jobstate.Job, error) {
-	return wk.world.Engine.Fail(ctx, lease, err)
-}
-
-// Run does one whole execution: lease, start, prepare, commit, finish. A
-// prepare error is reported through Fail. A commit refused because another
-// execution committed is the duplicate short-circuit: Run returns the
-// *jobstate.CommitError and applies nothing.
-func (wk *Worker) Run(ctx context.Context) (jobstate.Job, error) {
-	c, err := wk.Lease(ctx)
-	if err != nil {
-		return jobstate.Job{}, err
-	}
-	if err := wk.Start(ctx, c.Lease); err != nil {
-		return jobstate.Job{}, err
-	}
-	r, err := Prepare(c.Job)
-	if err != nil {
-		return wk.Fail(ctx, c.Lease, err)
-	}
-	if err := wk.Commit(ctx, c.Lease, r); err != nil {
-		return jobstate.Job{}, err
-	}
-	return wk.Finish(ctx, c.Lease)
-}
-
-// Snapshot is everything stored about one job.
-type Snapshot struct {
-	Job        jobstate.Job
-	Executions []jobstate.Execution
-	History    []jobstate.Transition
-}
-
-// Snapshot loads the job, its executions and its history, and checks that
-// the job's state is the projection of its executions.
-func (w *World) Snapshot(ctx context.Context, id uuid.UUID) (Snapshot, error) {
-	var s Snapshot
-	var err error
-	if s.Job, err = w.Engine.Store().Get(ctx, id); err != nil {
-		return s, err
-	}
-	if s.Executions, err = w.Engine.Executions(ctx, id); err != nil {
-		return s, err
-	}
-	if s.History, err = w.Engine.History(ctx, id); err != nil {
-		return s, err
-	}
-	return s, jobstate.CheckProjection(s.Job, s.Executions)
-}
-
-// SequentialIDs returns an id source giving UUIDs numbered 1, 2, 3, ... in
-// their last six bytes (with the version 7 and variant bits set), so that
-// runs are reproducible and ids print short (see ShortID).
-func SequentialIDs() func() (uuid.UUID, error) {
-	var n atomic.Uint64
-	return func() (uuid.UUID, error) {
-		var id uuid.UUID
-		id[6] = 0x70
-		id[8] = 0x80
-		var b [8]byte
-		binary.BigEndian.PutUint64(b[:], n.Add(1))
-		copy(id[10:], b[2:])
-		return id, nil
-	}
-}
-
-// ShortID prints an id from SequentialIDs as "#n".
-func ShortID(id uuid.UUID) string {
-	var b [8]byte
-	copy(b[2:], id[10:])
-	return fmt.Sprintf("#%d", binary.BigEndian.Uint64(b[:]))
-}

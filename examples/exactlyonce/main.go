@@ -1,4 +1,4 @@
-// Command exactlyonce runs seed 002's exactly-once execution model on the
+// Command exactlyonce runs the exactly-once execution model on the
 // in-memory store. The job (PENDING, RUNNING, SUCCEEDED, FAILED) is a
 // projection of its executions (LEASED, IN_PROGRESS, COMMITTED, DONE,
 // ABORTED); the side effect, a credit to the example's ledger, runs only
@@ -124,7 +124,7 @@ func happyPath(ctx context.Context, w *World, out io.Writer) (uuid.UUID, error) 
 	return job.ID, w.step(ctx, out, job.ID, "A finishes")
 }
 
-// fm001 reproduces seed 002's FM_001 and shows the engine preventing it:
+// fm001 reproduces FM_001, the exactly-once lifecycle's double effect, and shows the engine preventing it:
 // A leases and starts, stalls past its lease; the sweep aborts A's
 // execution and the job goes back to PENDING; B leases and commits; A wakes
 // and tries to commit and finish: both refused, naming B; the credit is

@@ -1,4 +1,4 @@
-// Command quickstart runs seed 001's document processing machine on the
+// Command quickstart runs the document processing machine on the
 // in-memory store: one job succeeds, one succeeds after a retry, one fails
 // permanently. It prints each job's history and the machine's diagram.
 //
@@ -19,7 +19,7 @@ import (
 	"github.com/jobstate/jobstate/memstore"
 )
 
-// The document processing machine of seed 001, as a table.
+// The document processing machine of document processing, as a table.
 func docsMachine() (*jobstate.Definition, error) {
 	return jobstate.NewDefinition(jobstate.Spec{
 		Name: "docs",

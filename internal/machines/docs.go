@@ -1,4 +1,4 @@
-// Package machines holds the definitions of the five seed machines, shared
+// Package machines holds the definitions of the five example lifecycles, shared
 // by the library's own tests, the conformance suite and the benchmarks.
 package machines
 
@@ -8,7 +8,7 @@ import (
 	"github.com/jobstate/jobstate"
 )
 
-// Document processing (seed 001) states.
+// Document processing (document processing) states.
 const (
 	Created   jobstate.State = "CREATED"
 	Queued    jobstate.State = "QUEUED"
@@ -18,11 +18,11 @@ const (
 	Failed    jobstate.State = "FAILED"
 )
 
-// Submit is seed 001's submission event (CREATED → QUEUED).
+// Submit is document processing's submission event (CREATED → QUEUED).
 const Submit jobstate.Event = "submit"
 
-// DocsSpec is seed 001's document processing machine: max 3 retries with a
-// fixed 1 s backoff; cancellation (out of band in the seed) ends in FAILED.
+// DocsSpec is document processing's document processing machine: max 3 retries with a
+// fixed 1 s backoff; cancellation (out of band in the lifecycle) ends in FAILED.
 func DocsSpec() jobstate.Spec {
 	return jobstate.Spec{
 		Name: "docs",
@@ -50,7 +50,7 @@ func DocsSpec() jobstate.Spec {
 	}
 }
 
-// Docs returns seed 001's machine as a validated Definition.
+// Docs returns document processing's machine as a validated Definition.
 func Docs() *jobstate.Definition {
 	d, err := jobstate.NewDefinition(DocsSpec())
 	if err != nil {

@@ -8,13 +8,13 @@ import (
 	"github.com/jobstate/jobstate"
 )
 
-// Derived (seed 002) states: the job state is a projection of executions.
+// Derived (exactly-once executions) states: the job state is a projection of executions.
 const (
 	Pending jobstate.State = "PENDING"
 	// Running and Succeeded and Failed are shared with the docs machine.
 )
 
-// DerivedSpec is seed 002's exactly-once machine: PENDING ↔ RUNNING →
+// DerivedSpec is the exactly-once executions machine: PENDING ↔ RUNNING →
 // SUCCEEDED/FAILED, moved only by its executions, two retries.
 func DerivedSpec() jobstate.Spec {
 	return jobstate.Spec{
@@ -41,7 +41,7 @@ func DerivedSpec() jobstate.Spec {
 	}
 }
 
-// Bounty (seed 003) states.
+// Bounty (bounty marketplace) states.
 const (
 	Open      jobstate.State = "open"
 	Funded    jobstate.State = "funded"
@@ -81,7 +81,7 @@ func OwnerAndIdle(ctx context.Context, in jobstate.GuardInput) error {
 	return nil
 }
 
-// BountySpec is a seed 003 shaped machine: several concurrent executions
+// BountySpec is a bounty marketplace shaped machine: several concurrent executions
 // of a funded job, the first to commit wins; refund is a once-only effect
 // run by refund (which the caller supplies).
 func BountySpec(refund jobstate.EffectFunc) jobstate.Spec {
@@ -111,7 +111,7 @@ func BountySpec(refund jobstate.EffectFunc) jobstate.Spec {
 	}
 }
 
-// Delivery (seed 004) states and events.
+// Delivery (file delivery) states and events.
 const (
 	DQueued      jobstate.State = "QUEUED"
 	DClaimed     jobstate.State = "CLAIMED"
@@ -126,7 +126,7 @@ const (
 	Stream        jobstate.Event = "stream"
 )
 
-// DeliverySpec is a seed 004 shaped machine: three active states under one
+// DeliverySpec is a file delivery shaped machine: three active states under one
 // lease, retryable errors straight back to QUEUED, three attempts.
 func DeliverySpec() jobstate.Spec {
 	return jobstate.Spec{
@@ -160,7 +160,7 @@ func DeliverySpec() jobstate.Spec {
 	}
 }
 
-// Image (seed 000) states.
+// Image (image generation) states.
 const (
 	IQueued     jobstate.State = "queued"
 	IRunning    jobstate.State = "running"
@@ -172,7 +172,7 @@ const (
 	Reject jobstate.Event = "reject"
 )
 
-// ImageSpec is a seed 000 shaped machine: failures park in "failed" (a
+// ImageSpec is a image generation shaped machine: failures park in "failed" (a
 // waiting state) and go on to "dead_letter" when retries are spent.
 func ImageSpec() jobstate.Spec {
 	return jobstate.Spec{
