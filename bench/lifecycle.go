@@ -1,4 +1,4 @@
-// Package bench compares the cost of driving a job through the seed-001
+// Package bench compares the cost of driving a job through the document-processing
 // document processing lifecycle
 //
 //	CREATED → QUEUED → RUNNING → RETRYING → QUEUED → RUNNING → SUCCEEDED
@@ -7,6 +7,11 @@
 // github.com/qmuntal/stateless. Each library gets the same states and the
 // same table; the functions here are shared by the benchmarks and by the
 // tests that check every library really ends in SUCCEEDED.
+//
+// The comparison with river on PostgreSQL (jobs worked per second,
+// inserts, claim latency, create → claim latency) is the command in
+// pgcompare, a module of its own (river requires Go 1.26); see its
+// package comment and docs/store.md §6.
 package bench
 
 import (
@@ -21,7 +26,7 @@ import (
 	"github.com/jobstate/jobstate"
 )
 
-// The seed-001 states. The constants are untyped so that they serve as a
+// The document-processing states. The constants are untyped so that they serve as a
 // jobstate.State, a looplab/fsm state (string) and a stateless.State (any).
 const (
 	Created   = "CREATED"
@@ -32,7 +37,7 @@ const (
 	Failed    = "FAILED"
 )
 
-// The seed-001 events, spelled as jobstate spells them.
+// The document-processing events, spelled as jobstate spells them.
 const (
 	Submit  = "submit"
 	Claim   = string(jobstate.EventClaim)
@@ -65,7 +70,7 @@ var jobID = uuid.MustParse("0190b6a2-3c4d-7e8f-9a0b-1c2d3e4f5a6b")
 // ---------------------------------------------------------------------------
 // jobstate
 
-// DocsSpec is a copy of seed 001's machine (internal/machines.DocsSpec),
+// DocsSpec is a copy of document processing's machine (internal/machines.DocsSpec),
 // which another module cannot import.
 func DocsSpec() jobstate.Spec {
 	return jobstate.Spec{
@@ -128,7 +133,7 @@ func RunJobstate(ctx context.Context, def *jobstate.Definition, job *jobstate.Jo
 // ---------------------------------------------------------------------------
 // github.com/looplab/fsm
 
-// looplabEvents is the seed-001 table in looplab/fsm's form.
+// looplabEvents is the document-processing table in looplab/fsm's form.
 var looplabEvents = fsm.Events{
 	{Name: Submit, Src: []string{Created}, Dst: Queued},
 	{Name: Claim, Src: []string{Queued}, Dst: Running},
@@ -159,7 +164,7 @@ func RunLooplab(ctx context.Context, f *fsm.FSM) (string, error) {
 // ---------------------------------------------------------------------------
 // github.com/qmuntal/stateless
 
-// configureStateless declares the seed-001 table on sm.
+// configureStateless declares the document-processing table on sm.
 func configureStateless(sm *stateless.StateMachine) {
 	sm.Configure(Created).Permit(Submit, Queued)
 	sm.Configure(Queued).Permit(Claim, Running).Permit(Cancel, Failed)

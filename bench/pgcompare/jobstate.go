@@ -1,0 +1,417 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/pgstore"
+	"github.com/jobstate/jobstate/worker"
+)
+
+// machine is the benchmark's machine: queued → running → done.
+const machine = "bench"
+
+func benchSpec() jobstate.Spec {
+	return jobstate.Spec{
+		Name:    machine,
+		Initial: "queued",
+		States: []jobstate.StateSpec{
+			{Name: "queued", Kind: jobstate.KindReady},
+			{Name: "running", Kind: jobstate.KindActive},
+			{Name: "done", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
+			{Name: "failed", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
+		},
+		Rules: []jobstate.Rule{
+			{From: []jobstate.State{"queued"}, Event: jobstate.EventClaim, To: "running"},
+			{From: []jobstate.State{"running"}, Event: jobstate.EventSucceed, To: "done"},
+			{From: []jobstate.State{"running"}, Event: jobstate.EventRetry, To: "queued"},
+			{From: []jobstate.State{"running"}, Event: jobstate.EventFail, To: "failed"},
+		},
+		Policy: jobstate.Policy{LeaseTTL: time.Minute, Retry: jobstate.RetryPolicy{MaxRetries: 3}},
+	}
+}
+
+// js is jobstate on one database of the cluster: engine, pgstore and a
+// counter of finished jobs (an observer, told after each commit).
+type js struct {
+	pool  *pgxpool.Pool
+	store *pgstore.Store
+	eng   *jobstate.Engine
+	def   *jobstate.Definition
+	done  atomic.Int64
+	// capture builds the writes Engine.Create would make, for CreateBatch.
+	capture *captureStore
+	capEng  *jobstate.Engine
+}
+
+const jsSchema = "jobstate"
+
+func newJS(ctx context.Context, url string, conns int32, group int) (*js, error) {
+	pool, err := newPool(ctx, url, conns)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pgstore.Migrate(ctx, pool, pgstore.Options{Schema: jsSchema}); err != nil {
+		return nil, err
+	}
+	store, err := pgstore.New(pool, pgstore.Options{Schema: jsSchema, GroupCommit: group})
+	if err != nil {
+		return nil, err
+	}
+	def, err := jobstate.NewDefinition(benchSpec())
+	if err != nil {
+		return nil, err
+	}
+	j := &js{pool: pool, store: store, def: def, capture: &captureStore{}}
+	j.eng, err = jobstate.New(store, jobstate.WithMachines(def), jobstate.WithObserver(func(_ context.Context, _ jobstate.Job, t jobstate.Transition) {
+		if t.To == "done" {
+			j.done.Add(1)
+		}
+	}))
+	if err != nil {
+		return nil, err
+	}
+	j.capEng, err = jobstate.New(j.capture, jobstate.WithMachines(def))
+	return j, err
+}
+
+func (j *js) close() {
+	j.store.Close()
+	j.pool.Close()
+}
+
+func (j *js) reset(ctx context.Context) error {
+	s := jsSchema + "."
+	_, err := j.pool.Exec(ctx, "TRUNCATE "+s+"jobs, "+s+"executions, "+s+"transitions, "+s+"effects, "+s+"idempotency_keys")
+	return err
+}
+
+func (j *js) analyze(ctx context.Context) error {
+	_, err := j.pool.Exec(ctx, "ANALYZE "+jsSchema+".jobs")
+	return err
+}
+
+// writes returns n creation writes of ready jobs, built by the engine.
+func (j *js) writes(ctx context.Context, n int) ([]jobstate.Write, error) {
+	j.capture.mu.Lock()
+	j.capture.writes = make([]jobstate.Write, 0, n)
+	j.capture.mu.Unlock()
+	for i := 0; i < n; i++ {
+		if _, err := j.capEng.Create(ctx, jobstate.NewJob{Machine: machine}); err != nil {
+			return nil, err
+		}
+	}
+	j.capture.mu.Lock()
+	defer j.capture.mu.Unlock()
+	return j.capture.writes, nil
+}
+
+// createBatch creates n jobs with pgstore's CreateBatch (COPY), in calls
+// of per jobs.
+func (j *js) createBatch(ctx context.Context, n, per int) error {
+	for n > 0 {
+		k := min(n, per)
+		ws, err := j.writes(ctx, k)
+		if err != nil {
+			return err
+		}
+		if _, err := j.store.CreateBatch(ctx, k, func(_ context.Context, i int) (jobstate.Write, error) { return ws[i], nil }); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
+// createTx creates n jobs with Engine.Create, per of them in each
+// transaction of the caller (pgstore.WithTx).
+func (j *js) createTx(ctx context.Context, n, per int) error {
+	for n > 0 {
+		k := min(n, per)
+		tx, err := j.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		tctx := pgstore.WithTx(ctx, tx)
+		for i := 0; i < k; i++ {
+			if _, err := j.eng.Create(tctx, jobstate.NewJob{Machine: machine}); err != nil {
+				_ = tx.Rollback(ctx)
+				return err
+			}
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
+func (j *js) createOne(ctx context.Context) error {
+	_, err := j.eng.Create(ctx, jobstate.NewJob{Machine: machine})
+	return err
+}
+
+// work runs the worker runtime with concurrency workers until target
+// jobs are done, and returns the time taken.
+func (j *js) work(ctx context.Context, workers, target int) (time.Duration, error) {
+	j.done.Store(0)
+	noop := worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
+		// The commit's effect writes nothing (it runs in the commit's
+		// transaction, in a savepoint that is never sent).
+		return jobstate.CommitInput{Effect: func(context.Context, jobstate.Job) error { return nil }}, nil
+	})
+	w, err := worker.New(j.eng, worker.Handle(machine, noop, workers), worker.WithPollInterval(20*time.Millisecond))
+	if err != nil {
+		return 0, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	t0 := time.Now()
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(rctx) }()
+	for j.done.Load() < int64(target) {
+		select {
+		case err := <-errc:
+			return 0, fmt.Errorf("worker stopped: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	d := time.Since(t0)
+	cancel()
+	<-errc
+	return d, nil
+}
+
+// claimLatency claims n jobs one at a time (Engine.Claim) and returns each
+// claim's duration.
+func (j *js) claimLatency(ctx context.Context, n int) ([]time.Duration, error) {
+	out := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if _, err := j.eng.Claim(ctx, jobstate.ClaimRequest{Machine: machine, Worker: "bench"}); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(t0))
+	}
+	return out, nil
+}
+
+// notifyLatency runs the worker runtime (polling every poll) on an empty
+// store and creates n jobs one at a time, pause apart; it returns the
+// time from each Create call to its handler starting.
+func (j *js) notifyLatency(ctx context.Context, n int, pause, poll time.Duration) ([]time.Duration, error) {
+	started := make(chan time.Time, 1)
+	h := worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
+		started <- time.Now()
+		return jobstate.CommitInput{}, nil
+	})
+	w, err := worker.New(j.eng, worker.Handle(machine, h, 10), worker.WithPollInterval(poll))
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = w.Run(rctx) }()
+	defer func() { cancel(); wg.Wait() }()
+	time.Sleep(500 * time.Millisecond) // subscribed and idle
+	out := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		time.Sleep(pause)
+		t0 := time.Now()
+		if err := j.createOne(ctx); err != nil {
+			return nil, err
+		}
+		select {
+		case t1 := <-started:
+			out = append(out, t1.Sub(t0))
+		case <-time.After(10 * time.Second):
+			return nil, fmt.Errorf("job %d not claimed within 10 s", i)
+		}
+	}
+	return out, nil
+}
+
+// captureStore is a Store whose Create keeps the write the engine's
+// function returns, and stores nothing: it turns NewJobs into the Writes
+// pgstore's CreateBatch takes.
+type captureStore struct {
+	mu     sync.Mutex
+	writes []jobstate.Write
+}
+
+func (c *captureStore) Create(ctx context.Context, _, _ string, fn jobstate.CreateFunc) (jobstate.Job, bool, error) {
+	w, err := fn(ctx, nil)
+	if err != nil {
+		return jobstate.Job{}, false, err
+	}
+	c.mu.Lock()
+	c.writes = append(c.writes, *w)
+	c.mu.Unlock()
+	return w.Job, true, nil
+}
+
+func (c *captureStore) Get(context.Context, uuid.UUID) (jobstate.Job, error) {
+	return jobstate.Job{}, jobstate.ErrNotFound
+}
+
+func (c *captureStore) Executions(context.Context, uuid.UUID) ([]jobstate.Execution, error) {
+	return nil, jobstate.ErrNotFound
+}
+
+func (c *captureStore) History(context.Context, uuid.UUID) ([]jobstate.Transition, error) {
+	return nil, jobstate.ErrNotFound
+}
+
+func (c *captureStore) Effects(context.Context, uuid.UUID) ([]jobstate.EffectRecord, error) {
+	return nil, jobstate.ErrNotFound
+}
+
+func (c *captureStore) Update(context.Context, uuid.UUID, jobstate.UpdateFunc) (jobstate.Job, error) {
+	return jobstate.Job{}, jobstate.ErrUnsupported
+}
+
+func (c *captureStore) ClaimNext(context.Context, jobstate.ClaimQuery, jobstate.UpdateFunc) (jobstate.Job, error) {
+	return jobstate.Job{}, jobstate.ErrNoJob
+}
+
+func (c *captureStore) Due(context.Context, jobstate.DueQuery) ([]jobstate.DueJob, error) {
+	return nil, nil
+}
+
+func (c *captureStore) Stale(context.Context, string, time.Time, int) ([]jobstate.Job, error) {
+	return nil, nil
+}
+
+// loop runs workers goroutines, each looping Engine.ClaimMany(batch) →
+// Engine.Succeed (with an effect that writes nothing), until target jobs
+// are done, and returns the time taken.
+func (j *js) loop(ctx context.Context, workers, batch, target int) (time.Duration, error) {
+	j.done.Store(0)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, workers)
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for g := 0; g < workers; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := jobstate.ClaimRequest{Machine: machine, Worker: fmt.Sprintf("loop-%d", g)}
+			fx := func(context.Context, jobstate.Job) error { return nil }
+			for rctx.Err() == nil && j.done.Load() < int64(target) {
+				cs, err := j.eng.ClaimMany(rctx, req, batch)
+				if err != nil {
+					if errors.Is(err, jobstate.ErrNoJob) || rctx.Err() != nil {
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					errc <- err
+					return
+				}
+				for _, c := range cs {
+					if _, err := j.eng.Succeed(rctx, c.Lease, jobstate.CommitInput{Effect: fx}); err != nil {
+						if rctx.Err() == nil {
+							errc <- err
+						}
+						return
+					}
+				}
+			}
+		}()
+	}
+	for j.done.Load() < int64(target) {
+		select {
+		case err := <-errc:
+			cancel()
+			wg.Wait()
+			return 0, err
+		case <-time.After(time.Millisecond):
+		}
+	}
+	d := time.Since(t0)
+	cancel()
+	wg.Wait()
+	return d, nil
+}
+
+// async runs workers handler slots fed by one claimer (ClaimMany of the
+// free slots, as the worker runtime does); a slot is freed when the
+// (no-op) handler returns, and the job's Succeed — the exactly-once
+// commit — then runs in the background, at most maxCommits at once. It
+// stops when target jobs are done and returns the time taken. This is
+// the worker runtime with the slot given back before the commit instead
+// of after, which river's asynchronous completion amounts to.
+func (j *js) async(ctx context.Context, workers, maxCommits, target int) (time.Duration, error) {
+	j.done.Store(0)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	slots := make(chan struct{}, workers)
+	commits := make(chan struct{}, maxCommits)
+	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	fx := func(context.Context, jobstate.Job) error { return nil }
+	req := jobstate.ClaimRequest{Machine: machine, Worker: "async"}
+	t0 := time.Now()
+	go func() {
+		for rctx.Err() == nil && j.done.Load() < int64(target) {
+			free := workers - len(slots)
+			if free == 0 {
+				time.Sleep(100 * time.Microsecond)
+				continue
+			}
+			cs, err := j.eng.ClaimMany(rctx, req, free)
+			if err != nil {
+				if errors.Is(err, jobstate.ErrNoJob) || rctx.Err() != nil {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				select {
+				case errc <- err:
+				default:
+				}
+				return
+			}
+			for _, c := range cs {
+				slots <- struct{}{}
+				// The handler (no-op) ran: the slot is free, the commit
+				// goes on in the background.
+				<-slots
+				commits <- struct{}{}
+				wg.Add(1)
+				go func(c jobstate.Claimed) {
+					defer wg.Done()
+					defer func() { <-commits }()
+					if _, err := j.eng.Succeed(rctx, c.Lease, jobstate.CommitInput{Effect: fx}); err != nil && rctx.Err() == nil {
+						select {
+						case errc <- err:
+						default:
+						}
+					}
+				}(c)
+			}
+		}
+	}()
+	for j.done.Load() < int64(target) {
+		select {
+		case err := <-errc:
+			cancel()
+			wg.Wait()
+			return 0, err
+		case <-time.After(time.Millisecond):
+		}
+	}
+	d := time.Since(t0)
+	cancel()
+	wg.Wait()
+	return d, nil
+}
