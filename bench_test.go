@@ -18,7 +18,7 @@ import (
 var benchEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // BenchmarkStep measures the pure core: one transition (QUEUED --claim-->
-// RUNNING) of seed 001's machine.
+// RUNNING) of document processing's machine.
 func BenchmarkStep(b *testing.B) {
 	def := m.Docs()
 	ctx := context.Background()
@@ -37,7 +37,7 @@ func BenchmarkStep(b *testing.B) {
 	}
 }
 
-// BenchmarkLifecycle runs seed 001's six-step lifecycle
+// BenchmarkLifecycle runs document processing's six-step lifecycle
 // CREATED→QUEUED→RUNNING→RETRYING→QUEUED→RUNNING→SUCCEEDED through the
 // pure core.
 func BenchmarkLifecycle(b *testing.B) {
@@ -116,6 +116,27 @@ func BenchmarkFire(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				// Each pass over the jobs fires one event on each, alternating.
 				if _, err := eng.Fire(ctx, ids[i%n], events[(i/n)&1], jobstate.Call{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCreatePayload measures Create with payloads of several sizes:
+// the engine copies the caller's payload before keeping it, and this
+// shows what the copy costs.
+func BenchmarkCreatePayload(b *testing.B) {
+	for _, size := range []int{0, 1 << 10, 64 << 10} {
+		b.Run(fmt.Sprintf("bytes=%d", size), func(b *testing.B) {
+			eng, _, _ := benchEngine(b, toggleSpec())
+			ctx := context.Background()
+			payload := make([]byte, size)
+			b.ReportAllocs()
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := eng.Create(ctx, jobstate.NewJob{Machine: "toggle", Payload: payload}); err != nil {
 					b.Fatal(err)
 				}
 			}

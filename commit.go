@@ -14,8 +14,10 @@ type CommitInput struct {
 	// Result is stored as the job's result when the commit wins.
 	Result []byte
 	// Effect is applied inside the commit boundary, only if the commit
-	// wins, and sees the job as the commit writes it; an error from it aborts the commit and writes nothing (the
-	// execution stays live and may retry the commit or fail). Optional.
+	// wins, after every check that could refuse the commit, and sees the
+	// job as the write leaves it; an error from it aborts the commit and
+	// writes nothing (the execution stays live and may retry the commit or
+	// fail). Optional.
 	Effect EffectFunc
 }
 
@@ -34,22 +36,38 @@ type CommitInput struct {
 // if the worker dies first, a sweep does that without re-applying the
 // effect.
 func (e *Engine) Commit(ctx context.Context, lease Lease, in CommitInput) (Job, error) {
-	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	in.Result = clone(in.Result)
+	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error) {
 		x, err := checkCommit(def, &cur, lease, now)
 		if err != nil {
 			return Write{}, err
 		}
-		w := bump(def, &cur, now, x)
-		w.Job.Committed, w.Job.Result = x.ID, in.Result
-		if err := runEffect(ctx, w.Job, in); err != nil {
-			return Write{}, err
-		}
-		return w, nil
+		p.own = in.Effect
+		return commitWrite(def, &cur, x, in.Result, now), nil
 	})
 }
 
+// commitWrite is the write of a commit: x COMMITTED, the job's result
+// and committed execution set.
+func commitWrite(def *Definition, cur *Snapshot, x Execution, result []byte, now time.Time) Write {
+	w := bump(def, cur, now, x)
+	w.Job.Committed, w.Job.Result = x.ID, result
+	def.settle(&w.Job, cur.Executions, w.Executions)
+	return w
+}
+
+// clone copies b, so that the engine keeps nothing the caller may reuse.
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append(make([]byte, 0, len(b)), b...)
+}
+
 // checkCommit checks the commit boundary for lease and returns its
-// execution as COMMITTED, without applying anything.
+// execution as COMMITTED, without applying anything. A commit is refused
+// in a state with no succeed rule: a committed job can leave its state
+// only by finishing, so it could never end.
 func checkCommit(def *Definition, cur *Snapshot, lease Lease, now time.Time) (Execution, error) {
 	x, err := leased(cur, lease, now)
 	if err != nil {
@@ -57,6 +75,9 @@ func checkCommit(def *Definition, cur *Snapshot, lease Lease, now time.Time) (Ex
 	}
 	if x.Status == ExecCommitted {
 		return Execution{}, &CommitError{JobID: cur.Job.ID, ExecID: x.ID, Winner: x.ID}
+	}
+	if !def.Can(cur.Job.State, EventSucceed) {
+		return Execution{}, def.refuse(&cur.Job, EventSucceed, ErrInvalidTransition, nil)
 	}
 	if def.policy.RequireStart && x.Status == ExecLeased {
 		return Execution{}, fmt.Errorf("%w: execution %s of job %s is LEASED; its machine requires Engine.Start before a commit", ErrInvalidTransition, x.ID, cur.Job.ID)
@@ -69,23 +90,14 @@ func checkCommit(def *Definition, cur *Snapshot, lease Lease, now time.Time) (Ex
 	return y, nil
 }
 
-// runEffect applies the commit's effect, showing it the job as the commit
-// writes it.
-func runEffect(ctx context.Context, job Job, in CommitInput) error {
-	if in.Effect == nil {
-		return nil
-	}
-	return in.Effect(ctx, job)
-}
-
 // Finish ends a committed execution: it becomes DONE and the job takes its
-// succeed rule, in one atomic write. Other live executions of the job (seed
-// 003's rival submissions) are aborted in the same write. Errors: a
+// succeed rule, in one atomic write. Other live executions of the job (bounty
+// marketplace's rival submissions) are aborted in the same write. Errors: a
 // *LeaseError, a *CommitError if another execution committed,
 // ErrInvalidArgument if this execution has not committed, a
 // *TransitionError if the table has no succeed rule from the job's state.
 func (e *Engine) Finish(ctx context.Context, lease Lease) (Job, error) {
-	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
 		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
@@ -99,21 +111,27 @@ func (e *Engine) Finish(ctx context.Context, lease Lease) (Job, error) {
 
 // Succeed commits and finishes in one atomic write: the effect runs, the
 // execution becomes DONE and the job takes its succeed rule. Errors are
-// those of Commit and Finish.
+// those of Commit and Finish. The commit's effect runs first, then the
+// succeed rule's effect: if that one fails, the commit, which cannot be
+// undone, is recorded alone (the job stays active, its execution
+// COMMITTED), and Succeed returns the job so written with an
+// *IncompleteError (ErrIncomplete and the rule effect's error): finish it
+// with Finish, or let the sweep finalize it when the lease lapses.
 func (e *Engine) Succeed(ctx context.Context, lease Lease, in CommitInput) (Job, error) {
-	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	in.Result = clone(in.Result)
+	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error) {
 		x, err := checkCommit(def, &cur, lease, now)
 		if err != nil {
 			return Write{}, err
 		}
+		committed := commitWrite(def, &cur, x, in.Result, now)
 		cur.Job.Result = in.Result
 		w, err := finish(ctx, def, &cur, x, lease.Owner, "", now)
 		if err != nil {
 			return Write{}, err
 		}
-		if err := runEffect(ctx, w.Job, in); err != nil {
-			return Write{}, err
-		}
+		p.own = in.Effect
+		p.keep(0, committed)
 		return w, nil
 	})
 }
@@ -140,7 +158,7 @@ func finish(ctx context.Context, def *Definition, cur *Snapshot, x Execution, ac
 // ErrUnknownEffect: the machine declares no once-only effect of that name.
 var ErrUnknownEffect = fmt.Errorf("%w: unknown effect", ErrInvalidArgument)
 
-// Apply runs the machine's named once-only effect for the job (seed 003's
+// Apply runs the machine's named once-only effect for the job (bounty marketplace's
 // refund): at most once per job, however often and however concurrently it
 // is requested, and only in the states and under the guard its EffectSpec
 // declares. The effect is not a state: the job's state does not change,
@@ -150,7 +168,7 @@ var ErrUnknownEffect = fmt.Errorf("%w: unknown effect", ErrInvalidArgument)
 // allowed states, ErrGuardRefused), the effect's own error (nothing
 // recorded, so it may be requested again).
 func (e *Engine) Apply(ctx context.Context, id uuid.UUID, name string, c Call) (Job, error) {
-	return e.update(ctx, id, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	return e.update(ctx, id, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error) {
 		if err := checkVersion(&cur.Job, c.IfVersion); err != nil {
 			return Write{}, err
 		}
@@ -176,10 +194,8 @@ func (e *Engine) Apply(ctx context.Context, id uuid.UUID, name string, c Call) (
 			}
 		}
 		w := bump(def, &cur, now)
-		if err := ef.Run(ctx, w.Job); err != nil {
-			return Write{}, err
-		}
 		w.Effects = []EffectRecord{{Name: name, Actor: c.Actor, At: now}}
+		p.own = ef.Run
 		return w, nil
 	})
 }

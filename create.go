@@ -47,8 +47,9 @@ type NewJob struct {
 	// Deadline is zero, sets it to creation time + TTL.
 	Deadline time.Time
 	TTL      time.Duration
-	// Retry overrides the machine's retry policy for this job.
-	Retry *RetryPolicy
+	// Retry overrides the machine's retry policy for this job, field by
+	// field. The engine copies what it keeps.
+	Retry *RetryOverride
 	// Key is the idempotency key (see Key and KeyAt). Empty means none.
 	Key string
 	// Fingerprint identifies what is created under Key; empty means
@@ -76,10 +77,15 @@ type Created struct {
 // With a Key, concurrent creates serialize on it: while a job holds the key
 // (see IdempotencyPolicy) it is returned with Existing set, and no guard or
 // effect runs; the same key with another fingerprint is a
-// *KeyConflictError. Errors: ErrUnknownMachine, ErrInvalidArgument for a
-// negative TTL or an invalid Retry override, ErrKeyConflict, guard
-// refusals, the effect's error. No error leaves anything written.
+// *KeyConflictError. Errors: ErrUnknownMachine, ErrInvalidArgument (a TTL
+// negative or above MaxDuration, a not-before or deadline outside
+// [MinTime, MaxTime], an invalid Retry override), ErrKeyConflict, guard
+// refusals, the effect's error. No error leaves anything written. The
+// engine keeps a copy of the payload: the caller may reuse its buffer.
 func (e *Engine) Create(ctx context.Context, nj NewJob) (Created, error) {
+	if err := e.ready(); err != nil {
+		return Created{}, err
+	}
 	c, rec, err := e.create(ctx, nj)
 	if err != nil {
 		return Created{}, err
@@ -97,23 +103,30 @@ func (e *Engine) create(ctx context.Context, nj NewJob) (Created, Transition, er
 	if err != nil {
 		return Created{}, Transition{}, err
 	}
-	if nj.TTL < 0 {
-		return Created{}, Transition{}, fmt.Errorf("%w: negative TTL %s", ErrInvalidArgument, nj.TTL)
+	if err := checkDuration("TTL", nj.TTL); err != nil {
+		return Created{}, Transition{}, err
 	}
-	retry := def.policy.Retry
-	if nj.Retry != nil {
-		if err := nj.Retry.validate(); err != nil {
-			return Created{}, Transition{}, fmt.Errorf("%w: retry override: %v", ErrInvalidArgument, err)
-		}
-		retry = *nj.Retry
+	if err := checkTime("not-before", nj.NotBefore); err != nil {
+		return Created{}, Transition{}, err
+	}
+	if err := checkTime("deadline", nj.Deadline); err != nil {
+		return Created{}, Transition{}, err
+	}
+	retry, own, err := override(def.policy.Retry, nj.Retry)
+	if err != nil {
+		return Created{}, Transition{}, err
 	}
 	fp := nj.Fingerprint
 	if nj.Key != "" && fp == "" {
 		fp = Fingerprint(nj.Payload)
 	}
+	payload := clone(nj.Payload)
 	var rec Transition
 	job, created, err := e.store.Create(ctx, nj.Machine, nj.Key, func(ctx context.Context, existing *Job) (*Write, error) {
-		now := e.clock.Now()
+		now, err := e.now()
+		if err != nil {
+			return nil, err
+		}
 		if existing != nil && def.policy.Idempotency.holdsKey(existing, now) {
 			if existing.Fingerprint != fp {
 				return nil, &KeyConflictError{Key: nj.Key, Holder: existing.ID}
@@ -127,15 +140,15 @@ func (e *Engine) create(ctx context.Context, nj NewJob) (Created, Transition, er
 		init := def.states[def.start].spec
 		job := Job{
 			ID: id, Machine: def.name, State: init.Name, Kind: init.Kind,
-			Payload: nj.Payload, Version: 1, MaxRetries: retry.MaxRetries,
+			Payload: payload, Version: 1, MaxRetries: retry.MaxRetries,
 			IdempotencyKey: nj.Key, Fingerprint: fp, Owner: nj.Owner, Priority: nj.Priority,
 			CreatedAt: now, UpdatedAt: now, NotBefore: nj.NotBefore, Deadline: nj.Deadline,
 		}
-		if nj.Retry != nil {
-			job.Backoff = &nj.Retry.Backoff
+		if own {
+			job.Backoff, job.OwnBackoff = retry.Backoff, true
 		}
 		if job.Deadline.IsZero() && nj.TTL > 0 {
-			job.Deadline = now.Add(nj.TTL)
+			job.Deadline = after(now, nj.TTL)
 		}
 		if g := def.create.Guard; g != nil {
 			err := g(ctx, GuardInput{Job: job, Event: EventCreate, To: init.Name, Actor: nj.Actor, Args: nj.Args, Now: now})
@@ -146,7 +159,7 @@ func (e *Engine) create(ctx context.Context, nj NewJob) (Created, Transition, er
 		job.WakeAt = def.wakeAt(&job)
 		rec = Transition{JobID: id, Version: 1, Event: EventCreate, To: init.Name, Actor: nj.Actor, Reason: nj.Reason, At: now}
 		if fx := def.create.Effect; fx != nil {
-			if err := fx(context.WithValue(ctx, firingKey{}, Firing{Transition: rec, Args: nj.Args}), job); err != nil {
+			if err := runEffect(context.WithValue(ctx, firingKey{}, Firing{Transition: rec, Args: nj.Args}), fx, job); err != nil {
 				return nil, err
 			}
 		}
@@ -158,6 +171,24 @@ func (e *Engine) create(ctx context.Context, nj NewJob) (Created, Transition, er
 	return Created{Job: job, Existing: !created}, rec, nil
 }
 
+// override applies a job's retry override to the machine's policy and
+// says whether the job has a backoff of its own.
+func override(p RetryPolicy, o *RetryOverride) (RetryPolicy, bool, error) {
+	if o == nil {
+		return p, false, nil
+	}
+	if o.MaxRetries != nil {
+		p.MaxRetries = *o.MaxRetries
+	}
+	if o.Backoff != nil {
+		p.Backoff = *o.Backoff
+	}
+	if err := p.validate(); err != nil {
+		return p, false, fmt.Errorf("%w: retry override: %v", ErrInvalidArgument, err)
+	}
+	return p, o.Backoff != nil, nil
+}
+
 // EventRedrive is the event named in refusals of Engine.Redrive; it is no
 // rule of any table.
 const EventRedrive Event = "redrive"
@@ -167,7 +198,7 @@ const EventRedrive Event = "redrive"
 const RedriveEffect = "redrive"
 
 // Redrive runs a finished job again, as an explicit, recorded operator
-// action, where the machine allows it (Policy.RedriveFrom; seed 000's
+// action, where the machine allows it (Policy.RedriveFrom; image generation's
 // dead_letter). Terminal states stay final: the job itself does not move.
 // Instead a new job is created, on the same machine, with the same payload,
 // owner and priority, and with the job's retry settings, through the
@@ -185,7 +216,7 @@ const RedriveEffect = "redrive"
 func (e *Engine) Redrive(ctx context.Context, id uuid.UUID, c Call) (Job, error) {
 	var created Created
 	var rec Transition
-	_, err := e.update(ctx, id, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	_, err := e.update(ctx, id, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
 		if err := checkVersion(&cur.Job, c.IfVersion); err != nil {
 			return Write{}, err
 		}
@@ -200,8 +231,12 @@ func (e *Engine) Redrive(ctx context.Context, id uuid.UUID, c Call) (Job, error)
 		old := cur.Job
 		nj := NewJob{
 			Machine: old.Machine, Payload: old.Payload, Owner: old.Owner, Priority: old.Priority,
-			Retry: &RetryPolicy{MaxRetries: old.MaxRetries, Backoff: e.backoff(def, &old)},
+			Retry: &RetryOverride{MaxRetries: Retries(old.MaxRetries)},
 			Actor: c.Actor, Reason: fmt.Sprintf("redrive of job %s", old.ID), Args: c.Args,
+		}
+		if old.OwnBackoff {
+			b := old.Backoff
+			nj.Retry.Backoff = &b
 		}
 		if c.Reason != "" {
 			nj.Reason += ": " + c.Reason

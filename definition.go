@@ -55,7 +55,7 @@ type Rule struct {
 	// definition. Optional.
 	GuardName string
 	// Effect, when set, is the rule's action: it runs each time the engine
-	// fires the rule, inside the same atomic write as the move (seed 000:
+	// fires the rule, inside the same atomic write as the move (image generation:
 	// the SAFE_BLOCK audit record of a rejection). It sees the job as the
 	// write leaves it (when one write holds several moves, after all of
 	// them), and FiringOf(ctx) tells it which move it runs for. An error aborts the whole operation: nothing is
@@ -75,7 +75,7 @@ type Spec struct {
 	// States lists every state; order is kept in diagrams and listings.
 	States []StateSpec
 	// Initial is the state new jobs start in. It may be of kind initial or
-	// ready (seed 000 creates jobs straight into "queued"). When empty, the
+	// ready (image generation creates jobs straight into "queued"). When empty, the
 	// one state of kind initial is used.
 	Initial State
 	// Rules is the transition table.
@@ -95,8 +95,8 @@ type Spec struct {
 type EffectFunc func(ctx context.Context, job Job) error
 
 // CreateSpec declares what runs when a job is created: a guard that may
-// refuse creation (seed 000: prompt validation, quota) and an effect run
-// once, atomically with the insert (seed 000: credit reservation). An
+// refuse creation (image generation: prompt validation, quota) and an effect run
+// once, atomically with the insert (image generation: credit reservation). An
 // idempotent create that returns an existing job runs neither. FiringOf
 // gives the effect the creation record (actor, reason) and NewJob.Args.
 type CreateSpec struct {
@@ -107,7 +107,7 @@ type CreateSpec struct {
 }
 
 // EffectSpec declares a named effect that runs at most once per job,
-// however often it is requested, and that is not a state (seed 003's
+// however often it is requested, and that is not a state (bounty marketplace's
 // refund). It may run only while the job is in one of the In states (any
 // state when In is empty) and when its guard allows.
 type EffectSpec struct {
@@ -148,32 +148,6 @@ type edge struct {
 	to    int // index of the target state
 	rule  int // index into Definition.rules
 	guard Guard
-}
-
-// ruleEffects runs the effects of the rules behind recs, in order, each
-// with the job as the write leaves it and the firing in its context.
-func (d *Definition) ruleEffects(ctx context.Context, job *Job, recs []Transition, args any) error {
-	if !d.ruleFx {
-		return nil
-	}
-	for _, t := range recs {
-		si := d.stateIndex(t.From)
-		if si < 0 {
-			continue // the creation record
-		}
-		for _, e := range d.states[si].out {
-			if e.event != t.Event || d.states[e.to].spec.Name != t.To {
-				continue
-			}
-			if fx := d.rules[e.rule].Effect; fx != nil {
-				if err := fx(context.WithValue(ctx, firingKey{}, Firing{Transition: t, Args: args}), *job); err != nil {
-					return err
-				}
-			}
-			break
-		}
-	}
-	return nil
 }
 
 // Firing is what made a rule's effect run: the transition being written

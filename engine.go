@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -25,6 +27,9 @@ type Engine struct {
 	observers []Observer
 	newID     func() (uuid.UUID, error)
 	random    func() float64
+	// names lists the machines' names, sorted: the sweep asks the store
+	// for their jobs only.
+	names []string
 	// lazy is set when some machine expires its jobs lazily.
 	lazy bool
 }
@@ -41,8 +46,8 @@ type Option func(*Engine) error
 func WithMachines(defs ...*Definition) Option {
 	return func(e *Engine) error {
 		for _, d := range defs {
-			if d == nil {
-				return fmt.Errorf("%w: nil definition", ErrInvalidArgument)
+			if d == nil || d.states == nil {
+				return fmt.Errorf("%w: nil or zero definition: make definitions with NewDefinition", ErrInvalidArgument)
 			}
 			if _, dup := e.machines[d.name]; dup {
 				return fmt.Errorf("%w: machine %q registered twice", ErrInvalidArgument, d.name)
@@ -56,7 +61,7 @@ func WithMachines(defs ...*Definition) Option {
 // WithClock sets the clock (SystemClock by default).
 func WithClock(c Clock) Option {
 	return func(e *Engine) error {
-		if c == nil {
+		if isNil(c) {
 			return fmt.Errorf("%w: nil clock", ErrInvalidArgument)
 		}
 		e.clock = c
@@ -101,34 +106,81 @@ func WithRandom(r func() float64) Option {
 }
 
 // New returns an engine over store. Errors: ErrInvalidArgument for a nil
-// store or a bad option.
+// store (a typed nil too), a nil option or a bad option.
 func New(store Store, opts ...Option) (*Engine, error) {
-	if store == nil {
+	if isNil(store) {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidArgument)
 	}
 	e := &Engine{store: store, clock: SystemClock{}, machines: make(map[string]*Definition), newID: uuid.NewV7, random: rand.Float64}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: option #%d is nil", ErrInvalidArgument, i+1)
+		}
 		if err := o(e); err != nil {
 			return nil, err
 		}
 	}
-	for _, d := range e.machines {
+	for name, d := range e.machines {
 		e.lazy = e.lazy || d.policy.LazyExpiry
+		e.names = append(e.names, name)
 	}
+	sort.Strings(e.names)
 	return e, nil
+}
+
+// isNil reports whether v is nil or a nil pointer, map, slice, channel or
+// function inside an interface.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
+}
+
+// ready refuses the zero Engine (or a nil one): every method of an engine
+// not made by New returns ErrInvalidArgument instead of panicking.
+func (e *Engine) ready() error {
+	if e == nil || e.store == nil || e.clock == nil || e.machines == nil {
+		return fmt.Errorf("%w: engine not made by jobstate.New", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// now reads the clock, refusing a reading outside [MinTime, MaxTime].
+func (e *Engine) now() (time.Time, error) {
+	now := e.clock.Now()
+	return now, checkNow(now)
 }
 
 // Machine returns the registered definition with that name.
 func (e *Engine) Machine(name string) (*Definition, bool) {
+	if e.ready() != nil {
+		return nil, false
+	}
 	d, ok := e.machines[name]
 	return d, ok
 }
 
-// Store returns the engine's store.
-func (e *Engine) Store() Store { return e.store }
+// Store returns the engine's store (nil for an engine not made by New).
+func (e *Engine) Store() Store {
+	if e.ready() != nil {
+		return nil
+	}
+	return e.store
+}
 
-// Now returns the engine clock's reading.
-func (e *Engine) Now() time.Time { return e.clock.Now() }
+// Now returns the engine clock's reading (the system clock's for an
+// engine not made by New).
+func (e *Engine) Now() time.Time {
+	if e.ready() != nil {
+		return time.Now()
+	}
+	return e.clock.Now()
+}
 
 func (e *Engine) machine(name string) (*Definition, error) {
 	d, ok := e.machines[name]
@@ -140,7 +192,7 @@ func (e *Engine) machine(name string) (*Definition, error) {
 
 // Call says who fires an event, why, and with which arguments.
 type Call struct {
-	// Actor is who fires the event; guards read it (seed 003: only the
+	// Actor is who fires the event; guards read it (bounty marketplace: only the
 	// buyer may fund).
 	Actor string
 	// Reason is recorded in the transition.
@@ -156,6 +208,9 @@ type Call struct {
 // job found past its deadline is expired first (and the expired job
 // returned). Errors: ErrNotFound.
 func (e *Engine) Get(ctx context.Context, id uuid.UUID) (Job, error) {
+	if err := e.ready(); err != nil {
+		return Job{}, err
+	}
 	job, err := e.store.Get(ctx, id)
 	if err != nil {
 		return Job{}, err
@@ -165,12 +220,27 @@ func (e *Engine) Get(ctx context.Context, id uuid.UUID) (Job, error) {
 
 // History returns the job's transition records in version order.
 func (e *Engine) History(ctx context.Context, id uuid.UUID) ([]Transition, error) {
+	if err := e.ready(); err != nil {
+		return nil, err
+	}
 	return e.store.History(ctx, id)
 }
 
 // Executions returns the job's executions in claim order.
 func (e *Engine) Executions(ctx context.Context, id uuid.UUID) ([]Execution, error) {
+	if err := e.ready(); err != nil {
+		return nil, err
+	}
 	return e.store.Executions(ctx, id)
+}
+
+// Effects returns the once-only effects recorded for the job (Engine.Apply,
+// Engine.Redrive), in the order they ran.
+func (e *Engine) Effects(ctx context.Context, id uuid.UUID) ([]EffectRecord, error) {
+	if err := e.ready(); err != nil {
+		return nil, err
+	}
+	return e.store.Effects(ctx, id)
 }
 
 // Fire applies a user event from the table to the job and returns the job
@@ -195,7 +265,7 @@ func (e *Engine) Fire(ctx context.Context, id uuid.UUID, ev Event, c Call) (Job,
 	if IsLifecycle(ev) {
 		return Job{}, fmt.Errorf("%w: event %q is fired by the engine's own operations, not by Fire", ErrInvalidArgument, ev)
 	}
-	return e.update(ctx, id, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	return e.update(ctx, id, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
 		if def.policy.DerivedState {
 			return Write{}, fmt.Errorf("%w: machine %q derives its state from its executions; it has no user events", ErrInvalidArgument, def.name)
 		}
@@ -218,7 +288,7 @@ func checkVersion(job *Job, want int64) error {
 func (e *Engine) move(ctx context.Context, def *Definition, cur *Snapshot, ev Event, c Call, now time.Time, exec uuid.UUID) (Write, error) {
 	var w Write
 	w.Job = cur.Job
-	rec, err := def.Step(ctx, &w.Job, Input{
+	rec, err := def.step(ctx, &w.Job, Input{
 		Event: ev, Actor: c.Actor, Reason: c.Reason, Args: c.Args, Now: now,
 		Executions: cur.Executions, ExecID: exec,
 	})
@@ -246,7 +316,7 @@ func (e *Engine) move(ctx context.Context, def *Definition, cur *Snapshot, ev Ev
 
 // leasesSurvive reports whether live executions may go on holding their
 // leases in job's state: an active state, or on a machine allowing several
-// executions, a ready state (seed 003: submissions to a funded bounty).
+// executions, a ready state (bounty marketplace: submissions to a funded bounty).
 func (d *Definition) leasesSurvive(job *Job) bool {
 	return job.Kind == KindActive || (job.Kind == KindReady && d.policy.MaxExecutions > 1)
 }
@@ -273,6 +343,7 @@ func abortLive(execs []Execution, except uuid.UUID, now time.Time, why func() st
 // stored ones overlaid with the updated ones) and its WakeAt.
 func (d *Definition) settle(job *Job, stored, updated []Execution) {
 	job.Leases, job.LeaseExpiresAt, job.HeartbeatAt = 0, time.Time{}, time.Time{}
+	job.SweepFailures, job.SweepRetryAt = 0, time.Time{}
 	visit := func(x *Execution) {
 		if !x.Status.Live() {
 			return
@@ -309,6 +380,13 @@ func findExec(list []Execution, id uuid.UUID) *Execution {
 	return nil
 }
 
+// WakeAt returns the wake time the engine writes for job (Job.WakeAt): the
+// earliest time the sweep has work with it, or the zero time for never,
+// computed from the job alone by the formula of the specification
+// (§4.23). After every write of the engine, a stored job's WakeAt equals
+// it; other implementations and tests can check theirs against it.
+func (d *Definition) WakeAt(job Job) time.Time { return d.wakeAt(&job) }
+
 // wakeAt returns the earliest time the sweep has work with job: a waiting
 // job's not-before, the earliest lease expiry, or a deadline that a rule of
 // the current state can act on.
@@ -335,6 +413,10 @@ func (d *Definition) wakeAt(job *Job) time.Time {
 	if d.expires(job) {
 		earliest(job.Deadline)
 	}
+	if !t.IsZero() && job.SweepRetryAt.After(t) {
+		// The sweep failed to write the job: it waits for its retry.
+		t = job.SweepRetryAt
+	}
 	return t
 }
 
@@ -356,6 +438,9 @@ func (d *Definition) overdue(job *Job, now time.Time) bool {
 // expired first, in its own write, so that no operation acts on an overdue
 // job as if it were still live.
 func (e *Engine) update(ctx context.Context, id uuid.UUID, args any, fn opFunc) (Job, error) {
+	if err := e.ready(); err != nil {
+		return Job{}, err
+	}
 	if e.lazy {
 		if job, err := e.store.Get(ctx, id); err == nil {
 			if _, err := e.expireOnRead(ctx, job); err != nil {
@@ -366,48 +451,50 @@ func (e *Engine) update(ctx context.Context, id uuid.UUID, args any, fn opFunc) 
 	return e.run(ctx, id, args, fn)
 }
 
-// run is update without the lazy expiry.
+// run is update without the lazy expiry. When an effect failed after
+// another effect of the same write had run, the part of the write those
+// effects belong to is recorded and returned with an *IncompleteError.
 func (e *Engine) run(ctx context.Context, id uuid.UUID, args any, fn opFunc) (Job, error) {
-	if len(e.observers) == 0 {
-		// Nothing to tell: the closure captures no result, saving an
-		// allocation on the hot path.
-		return e.store.Update(ctx, id, func(ctx context.Context, cur Snapshot) (Write, error) {
-			return e.apply(ctx, &cur, args, fn)
-		})
-	}
 	var recs []Transition
+	var partial error
 	job, err := e.store.Update(ctx, id, func(ctx context.Context, cur Snapshot) (Write, error) {
-		w, err := e.apply(ctx, &cur, args, fn)
-		recs = w.Transitions
+		w, inc, err := e.apply(ctx, &cur, args, fn)
+		recs, partial = w.Transitions, inc
 		return w, err
 	})
 	if err != nil {
 		return Job{}, err
 	}
 	e.notify(ctx, job, recs)
+	if partial != nil {
+		return job, partial
+	}
 	return job, nil
 }
 
-// opFunc is one engine operation, run inside a store update.
-type opFunc func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error)
+// opFunc is one engine operation, run inside a store update. It decides
+// the write, making every check that could refuse it, and leaves the
+// users' effects to p, which runs them after it returns.
+type opFunc func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error)
 
-// apply runs fn on the job's machine, then the effects of the rules it
-// fired.
-func (e *Engine) apply(ctx context.Context, cur *Snapshot, args any, fn opFunc) (Write, error) {
+// apply runs fn on the job's machine, then the write's effects (see plan).
+// It returns the write to apply, an *IncompleteError when only part of it
+// is to be applied, or the error that refuses it.
+func (e *Engine) apply(ctx context.Context, cur *Snapshot, args any, fn opFunc) (Write, error, error) {
 	def, err := e.machine(cur.Job.Machine)
 	if err != nil {
-		return Write{}, err
+		return Write{}, nil, err
 	}
-	w, err := fn(ctx, def, *cur, e.clock.Now())
+	now, err := e.now()
 	if err != nil {
-		return Write{}, err
+		return Write{}, nil, err
 	}
-	if def.ruleFx {
-		if err := def.ruleEffects(ctx, &w.Job, w.Transitions, args); err != nil {
-			return Write{}, err
-		}
+	var p plan
+	w, err := fn(ctx, def, *cur, now, &p)
+	if err != nil {
+		return Write{}, nil, err
 	}
-	return w, nil
+	return p.run(ctx, def, w, args)
 }
 
 func (e *Engine) notify(ctx context.Context, job Job, recs []Transition) {
@@ -431,19 +518,29 @@ func (e *Engine) expireOnRead(ctx context.Context, job Job) (Job, error) {
 // more than olderThan ago, if the store offers the Pruner capability
 // (ErrUnsupported otherwise). It returns how many were deleted.
 func (e *Engine) Prune(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
+	if err := e.ready(); err != nil {
+		return 0, err
+	}
 	p, ok := e.store.(Pruner)
 	if !ok {
 		return 0, ErrUnsupported
 	}
-	if olderThan < 0 {
-		return 0, fmt.Errorf("%w: negative age %s", ErrInvalidArgument, olderThan)
+	if err := checkDuration("age", olderThan); err != nil {
+		return 0, err
 	}
-	return p.Prune(ctx, e.clock.Now().Add(-olderThan), limit)
+	now, err := e.now()
+	if err != nil {
+		return 0, err
+	}
+	return p.Prune(ctx, now.Add(-olderThan), limit)
 }
 
 // Counts returns the number of jobs of machine per state, if the store
 // offers the Counter capability (ErrUnsupported otherwise).
 func (e *Engine) Counts(ctx context.Context, machine string) (map[State]int, error) {
+	if err := e.ready(); err != nil {
+		return nil, err
+	}
 	c, ok := e.store.(Counter)
 	if !ok {
 		return nil, ErrUnsupported

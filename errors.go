@@ -12,7 +12,8 @@ import (
 // errors.As. An operation that returns an error has changed nothing: the
 // stored job, its executions and its history are as they were. (The one
 // write that may precede it is lazy expiry, which any access to an overdue
-// job of a lazily expiring machine applies first.)
+// job of a lazily expiring machine applies first; and an error matching
+// ErrIncomplete says which part of the operation was written.)
 var (
 	// ErrNotFound: no job with that id.
 	ErrNotFound = errors.New("jobstate: job not found")
@@ -64,12 +65,19 @@ func (e *TransitionError) Error() string {
 	return msg
 }
 
-// Unwrap returns the sentinel and, when set, the guard's error.
+// Unwrap returns the sentinel and, when set, the guard's error. A move
+// refused because the job is terminal unwraps to ErrInvalidTransition as
+// well as ErrTerminal, so that errors.Is(err, ErrInvalidTransition) holds
+// for every move the table does not allow.
 func (e *TransitionError) Unwrap() []error {
-	if e.Cause != nil {
-		return []error{e.Err, e.Cause}
+	errs := []error{e.Err}
+	if e.Err == ErrTerminal {
+		errs = append(errs, ErrInvalidTransition)
 	}
-	return []error{e.Err}
+	if e.Cause != nil {
+		errs = append(errs, e.Cause)
+	}
+	return errs
 }
 
 // DefinitionError lists every problem found while validating a Definition.
@@ -101,7 +109,7 @@ func trimPrefix(err error) string {
 }
 
 // ErrorClass says how a failure is to be treated. Jobs record the class of
-// their last failure (seed 001's errorType).
+// their last failure (document processing's errorType).
 type ErrorClass string
 
 // The error classes.
@@ -137,6 +145,7 @@ var codes = []struct {
 	err  error
 	code string
 }{
+	{ErrIncomplete, "incomplete"},
 	{ErrCancelled, "cancelled"},
 	{ErrLeaseLost, "lease_lost"},
 	{ErrAlreadyCommitted, "already_committed"},

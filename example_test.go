@@ -10,7 +10,7 @@ import (
 	"github.com/jobstate/jobstate/memstore"
 )
 
-// docSpec is seed 001's document processing machine.
+// docSpec is document processing's document processing machine.
 func docSpec() jobstate.Spec {
 	return jobstate.Spec{
 		Name: "docs",
@@ -153,7 +153,7 @@ func ExampleEngine_Commit() {
 func ExampleKey() {
 	// Length-prefixed parts: ("ab","c") and ("a","bc") differ.
 	fmt.Println(jobstate.Key("ab", "c") == jobstate.Key("a", "bc"))
-	// Seed 000: the same request within one minute is one job.
+	// Image generation: the same request within one minute is one job.
 	t := time.Date(2026, 1, 1, 9, 30, 10, 0, time.UTC)
 	k1 := jobstate.KeyAt(t, time.Minute, "user-7", "a red fox", "1024x1024")
 	k2 := jobstate.KeyAt(t.Add(40*time.Second), time.Minute, "user-7", "a red fox", "1024x1024")

@@ -15,11 +15,11 @@ import (
 //   - retryable with retries left: RetryCount+1, the job takes its retry
 //     rule with NotBefore = now + backoff (or the RetryAfter delay);
 //   - otherwise (permanent, or retries spent): the job takes its fail rule,
-//     and, when that lands in a waiting state, its exhaust rule too (seed
-//     000: running → failed → dead_letter).
+//     and, when that lands in a waiting state, its exhaust rule too (image
+//     generation: running → failed → dead_letter).
 //
 // On a machine running several executions of a job in its ready state
-// (seed 003) only the execution fails; the job does not move. The job
+// (bounty marketplace) only the execution fails; the job does not move. The job
 // records LastError and ErrorClass either way. Errors: a *LeaseError, a
 // *CommitError (a committed execution cannot fail: finish it),
 // ErrInvalidArgument for a nil err, a *TransitionError when the table lacks
@@ -28,7 +28,7 @@ func (e *Engine) Fail(ctx context.Context, lease Lease, cause error) (Job, error
 	if cause == nil {
 		return Job{}, fmt.Errorf("%w: Fail needs an error", ErrInvalidArgument)
 	}
-	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
 		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
@@ -44,12 +44,13 @@ func (e *Engine) Fail(ctx context.Context, lease Lease, cause error) (Job, error
 // Snooze gives the job back to be retried after d without counting a
 // failure (RetryCount is unchanged): the execution ends and the job takes
 // its retry rule (or, lacking one, its abandon rule) with NotBefore = now +
-// d. Errors as for Fail, and ErrInvalidArgument for a negative d.
+// d. Errors as for Fail, and ErrInvalidArgument for d negative or above
+// MaxDuration.
 func (e *Engine) Snooze(ctx context.Context, lease Lease, d time.Duration) (Job, error) {
-	if d < 0 {
-		return Job{}, fmt.Errorf("%w: negative snooze %s", ErrInvalidArgument, d)
+	if err := checkDuration("snooze", d); err != nil {
+		return Job{}, err
 	}
-	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
 		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
@@ -70,13 +71,13 @@ func (e *Engine) Snooze(ctx context.Context, lease Lease, d time.Duration) (Job,
 		if err != nil {
 			return Write{}, err
 		}
-		next.NotBefore = now.Add(d)
+		next.NotBefore = after(now, d)
 		return finishWrite(def, &cur, next, []Transition{rec}, []Execution{y}, now), nil
 	})
 }
 
 // Cancel fires the table's cancel rule (EventCancel) on the job. Its guards
-// may refuse (seed 003: only the buyer, never while a submission is being
+// may refuse (bounty marketplace: only the buyer, never while a submission is being
 // judged). Cancelling a job with live executions aborts them: each lease
 // holder's next operation fails with ErrLeaseLost and ErrCancelled. Errors
 // as for Fire.
@@ -110,7 +111,7 @@ func (e *Engine) failure(ctx context.Context, def *Definition, cur *Snapshot, x 
 	}
 	job := cur.Job
 	if job.Kind != KindActive {
-		// Several executions share a ready job (seed 003): only this one failed.
+		// Several executions share a ready job (bounty marketplace): only this one failed.
 		w := bump(def, cur, now, ended...)
 		w.Job.LastError, w.Job.ErrorClass = f.msg, f.class
 		return w, nil
@@ -137,7 +138,7 @@ func (e *Engine) failure(ctx context.Context, def *Definition, cur *Snapshot, x 
 		if delay == 0 && !(f.lost && in.Event == EventAbandon) {
 			delay = e.backoff(def, &job).Delay(next.RetryCount, e.random())
 		}
-		next.NotBefore = now.Add(delay)
+		next.NotBefore = after(now, delay)
 	} else {
 		in.Event = EventFail
 		n, rec, err := def.next(ctx, job, in)
@@ -176,8 +177,8 @@ func finishWrite(def *Definition, cur *Snapshot, next Job, recs []Transition, en
 }
 
 func (e *Engine) backoff(def *Definition, job *Job) Backoff {
-	if job.Backoff != nil {
-		return *job.Backoff
+	if job.OwnBackoff {
+		return job.Backoff
 	}
 	return def.policy.Retry.Backoff
 }

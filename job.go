@@ -128,9 +128,12 @@ type Job struct {
 	RetryCount int
 	// MaxRetries bounds RetryCount; Unlimited (-1) means no bound.
 	MaxRetries int
-	// Backoff overrides the machine's backoff for this job; nil means the
-	// machine's.
-	Backoff *Backoff
+	// Backoff is the job's own retry schedule, used instead of the
+	// machine's when OwnBackoff is set (NewJob.Retry). It is a plain value:
+	// a Job shares nothing with the engine or the store but its byte
+	// slices.
+	Backoff    Backoff
+	OwnBackoff bool
 	// LastError and ErrorClass describe the most recent failure; both are
 	// cleared on success.
 	LastError  string
@@ -140,9 +143,11 @@ type Job struct {
 	// Fingerprint the hash of what was created under it.
 	IdempotencyKey string
 	Fingerprint    string
-	// Owner is who the job belongs to (seed 003's buyer), for guards.
+	// Owner is who the job belongs to (bounty marketplace's buyer), for guards.
 	Owner string
-	// Priority orders ready jobs that are due at the same time: higher first.
+	// Priority orders the due ready jobs of a machine: a higher priority is
+	// claimed first; among equal priorities, the job due earlier (DueAt)
+	// first.
 	Priority int
 
 	CreatedAt time.Time
@@ -174,12 +179,31 @@ type Job struct {
 	// with the job (promote, reclaim a lease, expire); zero means never.
 	// Stores index it; only the engine sets it.
 	WakeAt time.Time
+	// SweepFailures counts the sweep's consecutive failed attempts to write
+	// the job (a guard refusing a timed move, a rule effect failing), and
+	// SweepRetryAt is when the sweep tries again: each failure pushes
+	// WakeAt back by a growing delay, so that a job that keeps failing
+	// costs the sweep little and hides no other job. Any successful write
+	// of the engine clears both.
+	SweepFailures int
+	SweepRetryAt  time.Time
 }
 
 // Terminal reports whether the job is in a terminal state.
-func (j *Job) Terminal() bool { return j.Kind == KindTerminal }
+func (j Job) Terminal() bool { return j.Kind == KindTerminal }
 
 // Due reports whether a ready job may be claimed at now.
-func (j *Job) Due(now time.Time) bool {
+func (j Job) Due(now time.Time) bool {
 	return j.Kind == KindReady && !j.NotBefore.After(now)
+}
+
+// DueAt is the time from which the job is due, which orders the claims of
+// jobs of equal priority: the later of NotBefore and CreatedAt. A retried
+// job is due when its backoff ends, a fresh one when it was created, so
+// that a stream of fresh jobs cannot starve a retried one.
+func (j Job) DueAt() time.Time {
+	if j.NotBefore.After(j.CreatedAt) {
+		return j.NotBefore
+	}
+	return j.CreatedAt
 }

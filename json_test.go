@@ -74,9 +74,9 @@ func TestJSONRoundTripVectors(t *testing.T) {
 	assert.Greater(t, parsed, 40)
 }
 
-// TestJSONRoundTripSeedMachines: the seed machines that name no code
+// TestJSONRoundTripLifecycleMachines: the five lifecycle machines that name no code
 // survive MarshalSpec and ParseSpec unchanged, field for field.
-func TestJSONRoundTripSeedMachines(t *testing.T) {
+func TestJSONRoundTripLifecycleMachines(t *testing.T) {
 	for _, spec := range []jobstate.Spec{m.DocsSpec(), m.DerivedSpec(), m.DeliverySpec(), m.ImageSpec()} {
 		out, err := jobstate.MarshalSpec(spec)
 		require.NoError(t, err, spec.Name)
@@ -215,7 +215,7 @@ func TestParseSpecErrors(t *testing.T) {
 		{"bad retention", `{"name": "x", "policy": {"idempotency": {"retention": "forever"}}}`, []string{`policy.idempotency.retention: invalid duration "forever"`}},
 		{"duration overflow", `{"name": "x", "policy": {"lease_ttl": "99999999999h"}}`, []string{`policy.lease_ttl: invalid duration`}},
 		{"unknown guard", `{"name": "x", "rules": [{"from": ["A"], "event": "go", "to": "Z", "guard": "admin"}]}`,
-			[]string{`rules[0].guard: unknown guard "admin" (the registry has "attempt_below_3", "even_arg", "no_live_executions", "owner_only")`}},
+			[]string{`rules[0].guard: unknown guard "admin" (the registry has "attempt_below_3", "even_arg", "no_live_executions", "owner_only", "retries_below_3")`}},
 		{"unknown rule effect", `{"name": "x", "rules": [{"from": ["A"], "event": "go", "to": "Z", "effect": "mail"}]}`, []string{`rules[0].effect: unknown effect "mail"`}},
 		{"unknown create guard and effect", `{"name": "x", "create": {"guard": "g", "effect": "e"}}`,
 			[]string{`create.guard: unknown guard "g"`, `create.effect: unknown effect "e"`}},

@@ -72,7 +72,7 @@ type ClaimRequest struct {
 	Worker string
 	// TTL is the lease length; zero means the machine's Policy.LeaseTTL.
 	TTL time.Duration
-	// Args are passed to claim guards (seed 003: the worker's reputation).
+	// Args are passed to claim guards (bounty marketplace: the worker's reputation).
 	Args any
 }
 
@@ -83,13 +83,20 @@ type Claimed struct {
 }
 
 // Claim atomically takes the next due ready job of req.Machine, in claim
-// order (not-before, then priority, then age), moves it by its claim rule
-// and starts an execution with a lease. Jobs whose claim guard refuses this
-// worker, and jobs past a deadline their state can expire at (left for the
-// sweep), are passed over. ErrNoJob when nothing can be claimed now.
-// Other errors: ErrUnknownMachine, ErrInvalidArgument (empty worker,
-// negative TTL).
+// order (priority, higher first; then due time, earlier first: a job is
+// due from the later of its not-before and its creation; then age), moves
+// it by its claim rule and starts an execution with a lease. Jobs whose
+// claim guard refuses this worker, jobs past a deadline their state can
+// expire at (left for the sweep), and jobs whose claim rule's effect fails
+// are passed over, and the next one is claimed. ErrNoJob when nothing can
+// be claimed now; when some job was passed over because its effect
+// failed, the error wraps the first such failure too. Other errors:
+// ErrUnknownMachine, ErrInvalidArgument (empty worker, TTL negative or
+// above MaxDuration).
 func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
+	if err := e.ready(); err != nil {
+		return Claimed{}, err
+	}
 	def, err := e.machine(req.Machine)
 	if err != nil {
 		return Claimed{}, err
@@ -98,28 +105,39 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 	if err != nil {
 		return Claimed{}, err
 	}
+	now, err := e.now()
+	if err != nil {
+		return Claimed{}, err
+	}
 	var lease Lease
 	var recs []Transition
-	now := e.clock.Now()
+	var failed error
 	job, err := e.store.ClaimNext(ctx, ClaimQuery{Machine: def.name, Now: now}, func(ctx context.Context, cur Snapshot) (Write, error) {
 		w, l, err := e.claim(ctx, def, &cur, req, ttl, now)
 		if err != nil {
 			return Write{}, errors.Join(ErrSkip, err)
 		}
-		if err := def.ruleEffects(ctx, &w.Job, w.Transitions, req.Args); err != nil {
-			return Write{}, err
+		var p plan
+		if w, _, err = p.run(ctx, def, w, req.Args); err != nil {
+			if failed == nil {
+				failed = fmt.Errorf("job %s: %w", cur.Job.ID, err)
+			}
+			return Write{}, errors.Join(ErrSkip, err)
 		}
 		lease, recs = l, w.Transitions
 		return w, nil
 	})
 	if err != nil {
+		if errors.Is(err, ErrNoJob) && failed != nil {
+			return Claimed{}, fmt.Errorf("%w; a claim's effect failed: %w", err, failed)
+		}
 		return Claimed{}, err
 	}
 	e.notify(ctx, job, recs)
 	return Claimed{Lease: lease, Job: job}, nil
 }
 
-// ClaimJob claims one named job (seed 003: a worker claims a specific
+// ClaimJob claims one named job (bounty marketplace: a worker claims a specific
 // bounty). Errors: ErrNotFound; ErrNotClaimable when the job is not ready
 // (wrapping ErrTerminal or ErrInvalidTransition too when the job is
 // terminal or its state has no claim rule), not yet due, past a deadline
@@ -128,7 +146,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 // ErrInvalidArgument.
 func (e *Engine) ClaimJob(ctx context.Context, id uuid.UUID, req ClaimRequest) (Claimed, error) {
 	var lease Lease
-	job, err := e.update(ctx, id, req.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	job, err := e.update(ctx, id, req.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
 		ttl, err := leaseTTL(def, req)
 		if err != nil {
 			return Write{}, err
@@ -147,8 +165,8 @@ func leaseTTL(def *Definition, req ClaimRequest) (time.Duration, error) {
 	if req.Worker == "" {
 		return 0, fmt.Errorf("%w: empty worker name", ErrInvalidArgument)
 	}
-	if req.TTL < 0 {
-		return 0, fmt.Errorf("%w: negative lease TTL %s", ErrInvalidArgument, req.TTL)
+	if err := checkDuration("lease TTL", req.TTL); err != nil {
+		return 0, err
 	}
 	if req.TTL == 0 {
 		return def.policy.LeaseTTL, nil
@@ -181,7 +199,7 @@ func (e *Engine) claim(ctx context.Context, def *Definition, cur *Snapshot, req 
 	}
 	x := Execution{
 		ID: id, JobID: job.ID, Attempt: job.Attempt + 1, Owner: req.Worker, Status: ExecLeased,
-		LeaseExpiresAt: now.Add(ttl), HeartbeatAt: now, ClaimedAt: now,
+		LeaseExpiresAt: after(now, ttl), HeartbeatAt: now, ClaimedAt: now,
 	}
 	next, rec, err := def.next(ctx, *job, Input{
 		Event: EventClaim, Actor: req.Worker, Args: req.Args, Now: now,
@@ -226,17 +244,20 @@ func leased(cur *Snapshot, lease Lease, now time.Time) (*Execution, error) {
 // ErrCancelled if the job was cancelled), a *CommitError if another
 // execution committed, ErrNotFound.
 func (e *Engine) Heartbeat(ctx context.Context, lease Lease) (Lease, error) {
-	_, err := e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	_, err := e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
 		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
+		}
+		if lease.TTL > MaxDuration {
+			return Write{}, fmt.Errorf("%w: lease TTL %s is above the maximum %s", ErrInvalidArgument, lease.TTL, MaxDuration)
 		}
 		ttl := lease.TTL
 		if ttl <= 0 {
 			ttl = def.policy.LeaseTTL
 		}
 		y := *x
-		y.HeartbeatAt, y.LeaseExpiresAt = now, now.Add(ttl)
+		y.HeartbeatAt, y.LeaseExpiresAt = now, after(now, ttl)
 		lease.ExpiresAt, lease.TTL = y.LeaseExpiresAt, ttl
 		return bump(def, &cur, now, y), nil
 	})
@@ -251,7 +272,7 @@ func (e *Engine) Heartbeat(ctx context.Context, lease Lease) (Lease, error) {
 // Policy.RequireStart. Starting an execution already started changes
 // nothing. Errors as for Heartbeat.
 func (e *Engine) Start(ctx context.Context, lease Lease) (Job, error) {
-	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
 		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
@@ -276,18 +297,25 @@ func bump(def *Definition, cur *Snapshot, now time.Time, execs ...Execution) Wri
 	return w
 }
 
-// Advance fires a user event through a lease (seed 004: CLAIMED →
-// DOWNLOADING → STREAMING under one lease; seed 000: a safety rejection).
+// Advance fires a user event through a lease (file delivery: CLAIMED →
+// DOWNLOADING → STREAMING under one lease; image generation: a safety rejection).
 // Several active states may share the lease; a move out of the active
-// states ends the execution (ABORTED, not committed). Errors: those of
-// Heartbeat, then those of Fire.
+// states ends the execution (ABORTED, not committed). A committed
+// execution can only finish: Advance refuses it with a *CommitError.
+// Errors: those of Heartbeat, then those of Fire.
 func (e *Engine) Advance(ctx context.Context, lease Lease, ev Event, c Call) (Job, error) {
 	if IsLifecycle(ev) || ev == "" {
 		return Job{}, fmt.Errorf("%w: event %q cannot be fired through Advance", ErrInvalidArgument, ev)
 	}
-	return e.update(ctx, lease.JobID, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
-		if _, err := leased(&cur, lease, now); err != nil {
+	return e.update(ctx, lease.JobID, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
+		x, err := leased(&cur, lease, now)
+		if err != nil {
 			return Write{}, err
+		}
+		if x.Status == ExecCommitted {
+			// A committed job can only be finished: a move could take it
+			// where its succeed rule does not reach.
+			return Write{}, &CommitError{JobID: cur.Job.ID, ExecID: x.ID, Winner: x.ID}
 		}
 		if err := checkVersion(&cur.Job, c.IfVersion); err != nil {
 			return Write{}, err
@@ -300,11 +328,99 @@ func (e *Engine) Advance(ctx context.Context, lease Lease, ev Event, c Call) (Jo
 }
 
 // Stuck lists up to limit jobs of machine (any machine when empty) holding
-// live leases whose oldest heartbeat is older than olderThan (seed 004's
+// live leases whose oldest heartbeat is older than olderThan (file delivery's
 // "stuck" view), oldest first.
 func (e *Engine) Stuck(ctx context.Context, machine string, olderThan time.Duration, limit int) ([]Job, error) {
-	if olderThan < 0 {
-		return nil, fmt.Errorf("%w: negative threshold %s", ErrInvalidArgument, olderThan)
+	if err := e.ready(); err != nil {
+		return nil, err
 	}
-	return e.store.Stale(ctx, machine, e.clock.Now().Add(-olderThan), limit)
+	if err := checkDuration("threshold", olderThan); err != nil {
+		return nil, err
+	}
+	now, err := e.now()
+	if err != nil {
+		return nil, err
+	}
+	return e.store.Stale(ctx, machine, now.Add(-olderThan), limit)
+}
+
+// ClaimMany takes up to n due ready jobs of req.Machine at once, as n
+// calls of Claim would, in claim order, each with its own execution and
+// lease. On a store with the BatchClaimer capability it is one store call
+// (one round trip and one transaction in a SQL store); otherwise it claims
+// one job at a time. ErrNoJob when nothing can be claimed; other errors as
+// for Claim, and ErrInvalidArgument for n < 1. With a BatchClaimer, an
+// error leaves nothing claimed; without one, the jobs claimed before the
+// error are returned with it.
+func (e *Engine) ClaimMany(ctx context.Context, req ClaimRequest, n int) ([]Claimed, error) {
+	if err := e.ready(); err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("%w: claim of %d jobs", ErrInvalidArgument, n)
+	}
+	bc, ok := e.store.(BatchClaimer)
+	if !ok || n == 1 {
+		var out []Claimed
+		for len(out) < n {
+			c, err := e.Claim(ctx, req)
+			if err != nil {
+				if errors.Is(err, ErrNoJob) && len(out) > 0 {
+					return out, nil
+				}
+				return out, err
+			}
+			out = append(out, c)
+		}
+		return out, nil
+	}
+	def, err := e.machine(req.Machine)
+	if err != nil {
+		return nil, err
+	}
+	ttl, err := leaseTTL(def, req)
+	if err != nil {
+		return nil, err
+	}
+	now, err := e.now()
+	if err != nil {
+		return nil, err
+	}
+	type taken struct {
+		lease Lease
+		recs  []Transition
+	}
+	got := make(map[uuid.UUID]taken, n)
+	var failed error
+	jobs, err := bc.ClaimBatch(ctx, ClaimQuery{Machine: def.name, Now: now}, n, func(ctx context.Context, cur Snapshot) (Write, error) {
+		w, l, err := e.claim(ctx, def, &cur, req, ttl, now)
+		if err != nil {
+			return Write{}, errors.Join(ErrSkip, err)
+		}
+		var p plan
+		if w, _, err = p.run(ctx, def, w, req.Args); err != nil {
+			if failed == nil {
+				failed = fmt.Errorf("job %s: %w", cur.Job.ID, err)
+			}
+			return Write{}, errors.Join(ErrSkip, err)
+		}
+		got[cur.Job.ID] = taken{lease: l, recs: w.Transitions}
+		return w, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(jobs) == 0 {
+		if failed != nil {
+			return nil, fmt.Errorf("%w: machine %q; a claim's effect failed: %w", ErrNoJob, def.name, failed)
+		}
+		return nil, fmt.Errorf("%w: machine %q", ErrNoJob, def.name)
+	}
+	out := make([]Claimed, 0, len(jobs))
+	for _, j := range jobs {
+		t := got[j.ID]
+		e.notify(ctx, j, t.recs)
+		out = append(out, Claimed{Lease: t.lease, Job: j})
+	}
+	return out, nil
 }

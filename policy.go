@@ -14,7 +14,7 @@ type Policy struct {
 	// request does not say. Zero means DefaultLeaseTTL.
 	LeaseTTL time.Duration
 	// MaxExecutions is how many executions of one job may hold live leases
-	// at once. Zero means one. Seed 003 lets many workers submit to one
+	// at once. Zero means one. Bounty marketplace lets many workers submit to one
 	// bounty; there the job stays in its ready state while claimed, and a
 	// failed execution does not move the job.
 	MaxExecutions int
@@ -27,22 +27,22 @@ type Policy struct {
 	ClassifyName string
 	// RequireStart refuses a commit from an execution that was never
 	// started (Engine.Start): the execution must go LEASED → IN_PROGRESS →
-	// COMMITTED, as seed 002 allows, never LEASED → COMMITTED.
+	// COMMITTED, as exactly-once executions allows, never LEASED → COMMITTED.
 	RequireStart bool
 	// FailOnLeaseLoss makes an expired lease a permanent failure of the job
 	// instead of a retryable one.
 	FailOnLeaseLoss bool
 	// LazyExpiry expires a job past its deadline as soon as anything
 	// touches it (Engine.Get or any operation, in a write of its own before
-	// the operation), not only when swept (seed 003).
+	// the operation), not only when swept (bounty marketplace).
 	LazyExpiry bool
 	// DerivedState declares that the job's state is a projection of its
-	// executions (seed 002): the table may hold lifecycle rules only, the
+	// executions (exactly-once executions): the table may hold lifecycle rules only, the
 	// job moves only when an execution does, and Engine.Fire is refused.
 	DerivedState bool
 	// Idempotency says when a job stops holding its idempotency key.
 	Idempotency IdempotencyPolicy
-	// RedriveFrom lists the terminal states (seed 000: dead_letter) whose
+	// RedriveFrom lists the terminal states (image generation: dead_letter) whose
 	// jobs an operator may run again with Engine.Redrive.
 	RedriveFrom []State
 }
@@ -62,6 +62,9 @@ func validatePolicy(spec *Spec, kinds map[State]StateSpec, p *problems) {
 	if pol.LeaseTTL < 0 {
 		p.add("policy LeaseTTL is negative (%s)", pol.LeaseTTL)
 	}
+	if pol.LeaseTTL > MaxDuration {
+		p.add("policy LeaseTTL %s is above the maximum %s", pol.LeaseTTL, MaxDuration)
+	}
 	if pol.MaxExecutions < 0 {
 		p.add("policy MaxExecutions is negative (%d)", pol.MaxExecutions)
 	}
@@ -70,6 +73,9 @@ func validatePolicy(spec *Spec, kinds map[State]StateSpec, p *problems) {
 	}
 	if pol.Idempotency.Retention < 0 {
 		p.add("policy Idempotency.Retention is negative (%s)", pol.Idempotency.Retention)
+	}
+	if pol.Idempotency.Retention > MaxDuration {
+		p.add("policy Idempotency.Retention %s is above the maximum %s", pol.Idempotency.Retention, MaxDuration)
 	}
 	for _, s := range pol.Idempotency.ReleaseIn {
 		if _, ok := kinds[s]; !ok {

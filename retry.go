@@ -21,6 +21,19 @@ type RetryPolicy struct {
 	Backoff Backoff
 }
 
+// RetryOverride changes one job's retry settings field by field
+// (NewJob.Retry): a nil field keeps the machine's setting, so that
+// overriding the backoff alone keeps the machine's MaxRetries.
+type RetryOverride struct {
+	// MaxRetries, when set, replaces the machine's RetryPolicy.MaxRetries.
+	MaxRetries *int
+	// Backoff, when set, replaces the machine's backoff.
+	Backoff *Backoff
+}
+
+// Retries returns a pointer to n, for RetryOverride.MaxRetries.
+func Retries(n int) *int { return &n }
+
 func (r RetryPolicy) validate() error {
 	if r.MaxRetries < Unlimited {
 		return fmt.Errorf("MaxRetries %d is below Unlimited (-1)", r.MaxRetries)
@@ -35,10 +48,10 @@ type BackoffKind string
 const (
 	// BackoffNone retries at once.
 	BackoffNone BackoffKind = ""
-	// BackoffFixed waits Initial before every retry (seed 001: 1 s).
+	// BackoffFixed waits Initial before every retry (document processing: 1 s).
 	BackoffFixed BackoffKind = "fixed"
 	// BackoffExponential waits Initial × Factor^(n-1) before retry n, capped
-	// at Max (seed 000).
+	// at Max (image generation).
 	BackoffExponential BackoffKind = "exponential"
 )
 
@@ -63,7 +76,7 @@ type Backoff struct {
 	// Factor multiplies the delay after each retry (exponential only; 0
 	// means 2).
 	Factor float64
-	// Max caps the delay (exponential only; 0 means no cap).
+	// Max caps the delay (exponential only; 0 means DefaultMaxBackoff).
 	Max    time.Duration
 	Jitter Jitter
 }
@@ -95,6 +108,10 @@ func (b Backoff) validate() error {
 		return fmt.Errorf("backoff Initial is negative (%s)", b.Initial)
 	case b.Max < 0:
 		return fmt.Errorf("backoff Max is negative (%s)", b.Max)
+	case b.Initial > MaxDuration:
+		return fmt.Errorf("backoff Initial %s is above the maximum %s", b.Initial, MaxDuration)
+	case b.Max > MaxDuration:
+		return fmt.Errorf("backoff Max %s is above the maximum %s", b.Max, MaxDuration)
 	case b.Factor < 0 || math.IsNaN(b.Factor) || math.IsInf(b.Factor, 0):
 		return fmt.Errorf("backoff Factor %v is not a finite non-negative number", b.Factor)
 	case b.Factor != 0 && b.Factor < 1:
@@ -106,8 +123,10 @@ func (b Backoff) validate() error {
 }
 
 // Delay returns the wait before retry n (n >= 1), randomised by the draw r
-// in [0, 1) when the backoff has jitter. It never overflows: delays
-// saturate at Max, or at the largest time.Duration.
+// in [0, 1) when the backoff has jitter. It never overflows and is never
+// negative: exponential delays saturate at Max, or at DefaultMaxBackoff
+// when Max is zero; a draw outside [0, 1), NaN included, counts as the
+// nearest value inside (NaN as 0).
 func (b Backoff) Delay(n int, r float64) time.Duration {
 	if n < 1 {
 		n = 1
@@ -127,17 +146,23 @@ func (b Backoff) Delay(n int, r float64) time.Duration {
 		} else {
 			d = time.Duration(x)
 		}
-		if b.Max > 0 && d > b.Max {
-			d = b.Max
+		max := b.Max
+		if max == 0 {
+			max = DefaultMaxBackoff
+		}
+		if d > max {
+			d = max
 		}
 	default:
 		return 0
 	}
-	if r < 0 {
+	switch {
+	case !(r >= 0): // negative or NaN
 		r = 0
-	} else if r >= 1 {
+	case r >= 1:
 		r = math.Nextafter(1, 0)
 	}
+	d = clampDelay(d)
 	switch b.Jitter {
 	case JitterFull:
 		d = time.Duration(float64(d) * r)
@@ -179,17 +204,14 @@ func Retryable(err error) error {
 	return &classifiedError{err: err, class: ClassRetryable}
 }
 
-// RetryAfter marks err as retryable after d (seed 004: HTTP 429 with
+// RetryAfter marks err as retryable after d (file delivery: HTTP 429 with
 // Retry-After), instead of the backoff's delay; a d of zero keeps the
 // backoff.
 func RetryAfter(err error, d time.Duration) error {
 	if err == nil {
 		return nil
 	}
-	if d < 0 {
-		d = 0
-	}
-	return &classifiedError{err: err, class: ClassRetryable, after: d}
+	return &classifiedError{err: err, class: ClassRetryable, after: clampDelay(d)}
 }
 
 // ClassOf returns the class of err and any retry delay it asks for: the
@@ -204,8 +226,19 @@ func ClassOf(err error, classify Classifier) (ErrorClass, time.Duration) {
 	}
 	if classify != nil {
 		if c, after := classify(err); c == ClassRetryable || c == ClassPermanent {
-			return c, after
+			return c, clampDelay(after)
 		}
 	}
 	return ClassRetryable, 0
+}
+
+// clampDelay brings a requested retry delay into [0, MaxDuration].
+func clampDelay(d time.Duration) time.Duration {
+	switch {
+	case d < 0:
+		return 0
+	case d > MaxDuration:
+		return MaxDuration
+	}
+	return d
 }

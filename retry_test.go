@@ -22,7 +22,7 @@ func TestBackoffSchedules(t *testing.T) {
 		want []time.Duration // delays before retries 1, 2, 3, ...
 	}{
 		{"none", jobstate.Backoff{}, 0.5, []time.Duration{0, 0, 0}},
-		{"fixed 1s (seed 001)", jobstate.FixedBackoff(s), 0.5, []time.Duration{s, s, s, s}},
+		{"fixed 1s (document processing)", jobstate.FixedBackoff(s), 0.5, []time.Duration{s, s, s, s}},
 		{"exponential x2", jobstate.ExponentialBackoff(s, 2, 0), 0.5, []time.Duration{s, 2 * s, 4 * s, 8 * s, 16 * s}},
 		{"exponential default factor", jobstate.Backoff{Kind: jobstate.BackoffExponential, Initial: s}, 0, []time.Duration{s, 2 * s, 4 * s}},
 		{"exponential x3 capped at 20s", jobstate.ExponentialBackoff(s, 3, 20*s), 0.5, []time.Duration{s, 3 * s, 9 * s, 20 * s, 20 * s}},
@@ -43,7 +43,8 @@ func TestBackoffSchedules(t *testing.T) {
 
 func TestBackoffSaturates(t *testing.T) {
 	b := jobstate.ExponentialBackoff(time.Second, 10, 0)
-	assert.Equal(t, time.Duration(math.MaxInt64), b.Delay(1000, 0))
+	assert.Equal(t, jobstate.DefaultMaxBackoff, b.Delay(1000, 0), "an uncapped exponential backoff saturates at DefaultMaxBackoff")
+	assert.Equal(t, jobstate.MaxDuration, jobstate.ExponentialBackoff(time.Second, 10, jobstate.MaxDuration).Delay(math.MaxInt, 0))
 	assert.Equal(t, time.Hour, jobstate.ExponentialBackoff(time.Second, 10, time.Hour).Delay(1000, 0))
 	assert.Equal(t, time.Second, b.Delay(0, 0), "retry numbers below 1 count as 1")
 	d := jobstate.FixedBackoff(time.Second).WithJitter(jobstate.JitterFull).Delay(1, 7)

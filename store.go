@@ -27,7 +27,19 @@ import (
 // ClaimNext call their function at most once per job they lock, while no
 // other Update, Create or ClaimNext of the same job (or, for Create, of
 // the same key) runs; reads (Get, Executions, History, Effects, Due, Stale)
-// never wait for such a function and see the last written version.
+// never wait for such a function and see the last written version. A
+// function runs under no lock shared with other jobs or other keys: it may
+// call the store (through the engine) for any other job or key, as
+// creation effects that create further jobs do.
+//
+// Effects and failures: the engine runs users' effects inside these
+// functions, after every check that could refuse the write. A store must
+// therefore not refuse a Write for a reason it could have found before
+// calling the function, except the constraints listed on Update (which
+// the engine never violates). A store whose write can still fail after the
+// function returned (a SQL store's COMMIT) passes its transaction to the
+// function through the context, so that effects writing in it are undone
+// with the write; effects acting elsewhere are not, on any store.
 type Store interface {
 	// Create inserts a new job. With an empty key, fn is called with nil
 	// existing and its Write is inserted. With a key, Create locks the key
@@ -71,8 +83,9 @@ type Store interface {
 	Update(ctx context.Context, id uuid.UUID, fn UpdateFunc) (Job, error)
 
 	// ClaimNext offers the due ready jobs of q.Machine (Kind ready,
-	// NotBefore <= q.Now) to fn one at a time, in claim order: NotBefore,
-	// then Priority (higher first), then CreatedAt, then ID. A job locked
+	// NotBefore <= q.Now) to fn one at a time, in claim order: Priority
+	// (higher first), then due time (Job.DueAt: the later of NotBefore and
+	// CreatedAt, earlier first), then CreatedAt, then ID. A job locked
 	// by another update is skipped, not waited for. When fn returns an
 	// error matching ErrSkip the next candidate is offered; any other error
 	// stops the search and is returned; a Write is applied as by Update and
@@ -81,9 +94,13 @@ type Store interface {
 	// the logarithm of the number of ready jobs, not linearly.
 	ClaimNext(ctx context.Context, q ClaimQuery, fn UpdateFunc) (Job, error)
 
-	// Due returns up to limit ids of jobs whose WakeAt is set and not after
-	// now, earliest WakeAt first.
-	Due(ctx context.Context, now time.Time, limit int) ([]uuid.UUID, error)
+	// Due returns up to q.Limit jobs (all when Limit <= 0) whose WakeAt is
+	// set and not after q.Now, of the machines q.Machines names (any
+	// machine when empty), that come after the cursor (q.AfterWake,
+	// q.AfterID) in (WakeAt, ID) order, in that order. Paging with the
+	// last job returned as the next cursor visits every due job once, however
+	// many of them the caller fails to write.
+	Due(ctx context.Context, q DueQuery) ([]DueJob, error)
 
 	// Stale returns up to limit jobs of machine (any machine when empty)
 	// holding live leases (Leases > 0) whose HeartbeatAt is before the
@@ -114,7 +131,7 @@ type Write struct {
 	Effects []EffectRecord
 }
 
-// EffectRecord records that a named once-only effect of a job ran (seed 003's
+// EffectRecord records that a named once-only effect of a job ran (bounty marketplace's
 // refund): which effect, through which execution, by whom, when.
 type EffectRecord struct {
 	Name   string
@@ -130,6 +147,30 @@ type UpdateFunc func(ctx context.Context, cur Snapshot) (Write, error)
 // when there is none (or no key was given). A nil *Write keeps the existing
 // job.
 type CreateFunc func(ctx context.Context, existing *Job) (*Write, error)
+
+// DueQuery selects the jobs Store.Due returns.
+type DueQuery struct {
+	// Now: jobs whose WakeAt is not after it are due.
+	Now time.Time
+	// Machines limits the result to jobs of these machines; empty means
+	// every machine. An engine passes the machines it knows, so that
+	// engines with different machines can share one store.
+	Machines []string
+	// AfterWake and AfterID are the cursor: only jobs after (AfterWake,
+	// AfterID) in (WakeAt, ID) order are returned. The zero cursor starts
+	// at the beginning.
+	AfterWake time.Time
+	AfterID   uuid.UUID
+	// Limit bounds how many jobs are returned; <= 0 means all.
+	Limit int
+}
+
+// DueJob is one job Store.Due returns: its id and the wake time it was
+// found at (the next cursor).
+type DueJob struct {
+	ID     uuid.UUID
+	WakeAt time.Time
+}
 
 // ClaimQuery selects the jobs ClaimNext offers.
 type ClaimQuery struct {
@@ -170,7 +211,9 @@ type Pruner interface {
 	// history, effects and idempotency keys, and returns how many it
 	// deleted. A deleted job is ErrNotFound afterwards, and its key, if it
 	// still held one, is free. Jobs that are not terminal are never
-	// deleted.
+	// deleted. It works in small batches, so that other operations are not
+	// held up for long however many jobs it deletes, and its cost grows
+	// with the number of jobs deleted, not with the number stored.
 	Prune(ctx context.Context, completedBefore time.Time, limit int) (int, error)
 }
 

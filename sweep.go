@@ -31,6 +31,16 @@ type SweepReport struct {
 	Requeued int
 	// Expired: jobs past their deadline moved by their expire rule.
 	Expired int
+	// Failures lists the jobs whose write failed, with the error, in the
+	// order met. Each such job was pushed back (Job.SweepRetryAt) unless
+	// even that write failed.
+	Failures []SweepFailure
+}
+
+// SweepFailure is one job the sweep could not write, and why.
+type SweepFailure struct {
+	JobID uuid.UUID
+	Err   error
 }
 
 // sweepBatch bounds how many due jobs one store query returns.
@@ -51,46 +61,88 @@ const sweepBatch = 256
 //     executions);
 //   - a waiting job whose not-before passed takes its requeue rule.
 //
-// Run it periodically and at worker start. After a sweep at a time past
-// every lease and deadline, no job is active under a dead lease. A job
-// whose write fails is left for the next sweep; the first such error is
-// returned with the report of everything done.
+// Run it periodically and at worker start. One pass pages through every
+// due job of the engine's machines (jobs of machines it does not know are
+// left to the engines that do), however many of them fail: a job whose
+// write fails (a guard refusing its requeue, a rule effect failing) is
+// listed in the report's Failures and pushed back by a delay that grows
+// with its consecutive failures (Job.SweepFailures), so that it is tried
+// again later without hiding the others. After a sweep at a time past
+// every lease and deadline, no job is active under a dead lease, except
+// jobs listed in Failures. The error is nil when every job was written;
+// otherwise it counts the failures and wraps the first.
 func (e *Engine) Sweep(ctx context.Context) (SweepReport, error) {
 	var rep SweepReport
+	if err := e.ready(); err != nil {
+		return rep, err
+	}
 	now := e.clock.Now()
+	if err := checkNow(now); err != nil {
+		return rep, err
+	}
 	seen := make(map[uuid.UUID]bool)
-	var firstErr error
+	q := DueQuery{Now: now, Machines: e.names, Limit: sweepBatch}
 	for {
-		ids, err := e.store.Due(ctx, now, sweepBatch)
+		due, err := e.store.Due(ctx, q)
 		if err != nil {
 			return rep, err
 		}
-		fresh := 0
-		for _, id := range ids {
-			if seen[id] {
+		for _, d := range due {
+			if seen[d.ID] {
 				continue
 			}
-			seen[id] = true
-			fresh++
+			seen[d.ID] = true
 			rep.Jobs++
-			if err := e.sweepJob(ctx, id, now, &rep); err != nil && !errors.Is(err, ErrNotFound) && firstErr == nil {
-				firstErr = err
+			if err := e.sweepJob(ctx, d.ID, now, &rep); err != nil && !errors.Is(err, ErrNotFound) {
+				rep.Failures = append(rep.Failures, SweepFailure{JobID: d.ID, Err: err})
+				e.pushBack(ctx, d.ID, now)
 			}
 		}
-		if fresh == 0 || len(ids) < sweepBatch {
-			return rep, firstErr
+		if len(due) < sweepBatch {
+			break
 		}
+		last := due[len(due)-1]
+		q.AfterWake, q.AfterID = last.WakeAt, last.ID
 	}
+	if n := len(rep.Failures); n > 0 {
+		return rep, fmt.Errorf("jobstate: sweep: %d job(s) could not be written; the first, job %s: %w", n, rep.Failures[0].JobID, rep.Failures[0].Err)
+	}
+	return rep, nil
+}
+
+// sweepBackoff spaces the sweep's attempts at a job whose write keeps
+// failing: 1 s, doubling with each consecutive failure, up to 1 h.
+var sweepBackoff = Backoff{Kind: BackoffExponential, Initial: time.Second, Factor: 2, Max: time.Hour}
+
+// pushBack records a failed sweep of the job: SweepFailures+1, and a wake
+// time pushed back by sweepBackoff. A failure of this write too leaves
+// the job as it is, for the next pass.
+func (e *Engine) pushBack(ctx context.Context, id uuid.UUID, now time.Time) {
+	_, _ = e.store.Update(ctx, id, func(ctx context.Context, cur Snapshot) (Write, error) {
+		def, err := e.machine(cur.Job.Machine)
+		if err != nil {
+			return Write{}, err
+		}
+		job := cur.Job
+		if job.Terminal() {
+			return Write{Job: job}, nil
+		}
+		job.Version++
+		job.SweepFailures++
+		job.SweepRetryAt = after(now, sweepBackoff.Delay(job.SweepFailures, 0))
+		job.WakeAt = def.wakeAt(&job)
+		return Write{Job: job}, nil
+	})
 }
 
 // sweepJob applies the timed rules to one job at now.
 func (e *Engine) sweepJob(ctx context.Context, id uuid.UUID, now time.Time, rep *SweepReport) error {
 	var r SweepReport
-	_, err := e.run(ctx, id, nil, func(ctx context.Context, def *Definition, cur Snapshot, _ time.Time) (Write, error) {
+	_, err := e.run(ctx, id, nil, func(ctx context.Context, def *Definition, cur Snapshot, _ time.Time, p *plan) (Write, error) {
 		r = SweepReport{}
-		return e.sweepWrite(ctx, def, &cur, now, &r)
+		return e.sweepWrite(ctx, def, &cur, now, &r, p)
 	})
-	if err == nil {
+	if err == nil || errors.Is(err, ErrIncomplete) {
 		rep.add(r)
 	}
 	return err
@@ -98,8 +150,8 @@ func (e *Engine) sweepJob(ctx context.Context, id uuid.UUID, now time.Time, rep 
 
 // sweepWrite chains the timed rules that apply to cur at now into one
 // write. It writes nothing when none applies.
-func (e *Engine) sweepWrite(ctx context.Context, def *Definition, cur *Snapshot, now time.Time, r *SweepReport) (Write, error) {
-	c := chain{cur: *cur, w: Write{Job: cur.Job}}
+func (e *Engine) sweepWrite(ctx context.Context, def *Definition, cur *Snapshot, now time.Time, r *SweepReport, p *plan) (Write, error) {
+	c := chain{cur: *cur, w: Write{Job: cur.Job}, p: p}
 	if c.cur.Job.Terminal() {
 		return c.w, nil
 	}
@@ -126,7 +178,8 @@ func (e *Engine) sweepWrite(ctx context.Context, def *Definition, cur *Snapshot,
 		// Nothing to do, but the stored wake time is stale: refresh it so
 		// the job stops coming back.
 		c.w.Job.Version++
-		c.w.Job.WakeAt = def.wakeAt(&c.w.Job)
+		c.w.Job.UpdatedAt = now
+		def.settle(&c.w.Job, cur.Executions, nil)
 	}
 	return c.w, nil
 }
@@ -177,7 +230,7 @@ func (e *Engine) loseLeases(ctx context.Context, def *Definition, c *chain, now 
 
 // RecoverWorker ends at once every live execution held by worker, as if
 // its leases had expired: for a process that restarts under the same
-// worker name and knows that whatever it held before is dead (seed 003:
+// worker name and knows that whatever it held before is dead (bounty marketplace:
 // stuck judging is failed at start-up, without waiting for the leases to
 // lapse). Executions past their commit are finalized without re-applying
 // their effect; the others are aborted and their jobs retried or failed by
@@ -185,38 +238,46 @@ func (e *Engine) loseLeases(ctx context.Context, def *Definition, c *chain, now 
 // left for the sweep and the first such error returned.
 func (e *Engine) RecoverWorker(ctx context.Context, worker string) (SweepReport, error) {
 	var rep SweepReport
+	if err := e.ready(); err != nil {
+		return rep, err
+	}
 	if worker == "" {
 		return rep, fmt.Errorf("%w: empty worker name", ErrInvalidArgument)
 	}
-	// Every job holding a lease has a heartbeat before the end of time.
-	jobs, err := e.store.Stale(ctx, "", time.Unix(1<<62, 0), 0)
+	// Every job holding a lease has a heartbeat at or before MaxTime.
+	jobs, err := e.store.Stale(ctx, "", MaxTime.Add(time.Nanosecond), 0)
 	if err != nil {
 		return rep, err
 	}
 	held := func(x *Execution) bool { return x.Owner == worker }
-	var firstErr error
 	for _, j := range jobs {
+		if _, ok := e.machines[j.Machine]; !ok {
+			continue // another engine's machine
+		}
 		var r SweepReport
-		_, err := e.run(ctx, j.ID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+		_, err := e.run(ctx, j.ID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error) {
 			r = SweepReport{}
-			c := chain{cur: cur, w: Write{Job: cur.Job}}
+			c := chain{cur: cur, w: Write{Job: cur.Job}, p: p}
 			if err := e.loseLeases(ctx, def, &c, now, held, "worker "+worker+" restarted", &r); err != nil {
 				return Write{}, err
 			}
 			return c.w, nil
 		})
-		if err != nil {
-			if firstErr == nil && !errors.Is(err, ErrNotFound) {
-				firstErr = err
-			}
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			rep.Failures = append(rep.Failures, SweepFailure{JobID: j.ID, Err: err})
+		}
+		if err != nil && !errors.Is(err, ErrIncomplete) {
 			continue
 		}
-		if r != (SweepReport{}) {
+		if r.Aborted+r.Finalized > 0 {
 			rep.Jobs++
 		}
 		rep.add(r)
 	}
-	return rep, firstErr
+	if n := len(rep.Failures); n > 0 {
+		return rep, fmt.Errorf("jobstate: recover worker %q: %d job(s) could not be written; the first, job %s: %w", worker, n, rep.Failures[0].JobID, rep.Failures[0].Err)
+	}
+	return rep, nil
 }
 
 func (r *SweepReport) add(o SweepReport) {
@@ -240,10 +301,13 @@ func (e *Engine) chainMove(ctx context.Context, def *Definition, c *chain, ev Ev
 	return nil
 }
 
-// chain accumulates several writes to one job into one.
+// chain accumulates several writes to one job into one. Each write added
+// is a point the plan may cut the chain back to when a later move's effect
+// fails.
 type chain struct {
 	cur Snapshot
 	w   Write
+	p   *plan
 }
 
 // snapshot returns the job as the writes so far leave it.
@@ -271,12 +335,15 @@ func (c *chain) add(w Write) {
 		}
 	}
 	c.cur.Executions = execs
+	if c.p != nil {
+		c.p.keep(len(c.w.Transitions), c.w)
+	}
 }
 
 // expire applies lazy expiry to one job: its expire rule if its deadline
 // has passed, nothing otherwise. It returns the job as it then is.
 func (e *Engine) expire(ctx context.Context, id uuid.UUID) (Job, error) {
-	return e.run(ctx, id, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time) (Write, error) {
+	return e.run(ctx, id, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
 		if !def.overdue(&cur.Job, now) {
 			return Write{Job: cur.Job}, nil
 		}

@@ -27,6 +27,11 @@ type Transition struct {
 	// ExecID is the execution the move was made through, if any.
 	ExecID uuid.UUID
 	At     time.Time
+	// rule is 1 + the index of the table rule that fired, while the record
+	// is being written (0 otherwise): several rules may share a state, an
+	// event and a target, with different guards and effects. The engine
+	// clears it before the record reaches a store or a caller.
+	rule int
 }
 
 // Input is an event with its context, as given to Definition.Step.
@@ -60,7 +65,14 @@ type Input struct {
 // guard's error) when every matching rule's guard refused;
 // ErrInvalidArgument for a nil job, or one that belongs to another machine
 // or is in a state the machine does not declare. On error *job is left unchanged.
-func (d *Definition) Step(ctx context.Context, job *Job, in Input) (rec Transition, err error) {
+func (d *Definition) Step(ctx context.Context, job *Job, in Input) (Transition, error) {
+	rec, err := d.step(ctx, job, in)
+	rec.rule = 0
+	return rec, err
+}
+
+// step is Step, with the record naming the rule that fired.
+func (d *Definition) step(ctx context.Context, job *Job, in Input) (rec Transition, err error) {
 	if job == nil {
 		return Transition{}, fmt.Errorf("%w: nil job", ErrInvalidArgument)
 	}
@@ -84,7 +96,7 @@ func (d *Definition) Step(ctx context.Context, job *Job, in Input) (rec Transiti
 
 // next steps a copy of job and returns it with the record.
 func (d *Definition) next(ctx context.Context, job Job, in Input) (Job, Transition, error) {
-	rec, err := d.Step(ctx, &job, in)
+	rec, err := d.step(ctx, &job, in)
 	return job, rec, err
 }
 
@@ -135,7 +147,7 @@ func (d *Definition) advance(job *Job, e *edge, in *Input, rec *Transition) {
 	}
 	*rec = Transition{
 		JobID: job.ID, Version: job.Version, From: from, Event: in.Event, To: to.Name,
-		Actor: in.Actor, Reason: in.Reason, ExecID: in.ExecID, At: in.Now,
+		Actor: in.Actor, Reason: in.Reason, ExecID: in.ExecID, At: in.Now, rule: e.rule + 1,
 	}
 }
 

@@ -1,0 +1,151 @@
+package jobstate
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// BatchClaimer is an optional Store capability: taking several due ready
+// jobs in one call (one round trip in a SQL store). Engine.ClaimMany uses
+// it, and falls back to repeated ClaimNext calls without it.
+type BatchClaimer interface {
+	// ClaimBatch offers the due ready jobs of q.Machine to fn in claim
+	// order, as ClaimNext does, until n of them were taken or none is left,
+	// and returns the jobs taken, as written, in claim order. Each job's
+	// write is checked and applied as by Update; the writes are applied
+	// together (in a SQL store, in one transaction), so that either every
+	// job returned is taken or, with an error, none is. A function error
+	// matching ErrSkip passes over its candidate; any other error stops the
+	// batch and is returned with nothing taken. No candidate: an empty
+	// result and a nil error (not ErrNoJob).
+	ClaimBatch(ctx context.Context, q ClaimQuery, n int, fn UpdateFunc) ([]Job, error)
+}
+
+// Notifier is an optional Store capability: telling waiting workers that a
+// job may have become claimable, so that they need not poll. A store that
+// has it signals after every write that leaves a job ready (a creation in
+// a ready state, a requeue, a retry or abandon to a ready state), from any
+// process sharing the store where it can (PostgreSQL's LISTEN/NOTIFY).
+// Signals may be lost or spurious: a worker still polls now and then, and
+// a signal only says "try a claim".
+type Notifier interface {
+	// Subscribe returns a channel that receives a value (without blocking
+	// the store: the channel has a buffer of one and extra signals are
+	// dropped) whenever a job of one of the machines (any machine when
+	// none is given) may have become claimable, and a function that ends
+	// the subscription and closes the channel. The subscription also ends
+	// when ctx ends.
+	Subscribe(ctx context.Context, machines ...string) (<-chan struct{}, func(), error)
+}
+
+// Savepointer is implemented by a store transaction that can undo part of
+// itself (a SQL SAVEPOINT). A store passes one to the engine's functions
+// through the context (ContextWithSavepointer); the engine then runs each
+// user effect inside a savepoint, so that a failing effect's own writes
+// in the transaction are undone, while the writes of effects that ran
+// before it are kept with the part of the write they belong to (see
+// IncompleteError).
+type Savepointer interface {
+	// Savepoint marks the transaction and returns a function that ends the
+	// mark: keep true releases it, keep false rolls the transaction back to
+	// it.
+	Savepoint(ctx context.Context) (end func(keep bool) error, err error)
+}
+
+type savepointKey struct{}
+
+// ContextWithSavepointer returns ctx carrying sp, for a store to pass to
+// the engine's functions.
+func ContextWithSavepointer(ctx context.Context, sp Savepointer) context.Context {
+	return context.WithValue(ctx, savepointKey{}, sp)
+}
+
+// runEffect runs one user effect, inside a savepoint when the store's
+// transaction offers them.
+func runEffect(ctx context.Context, fx EffectFunc, job Job) error {
+	sp, ok := ctx.Value(savepointKey{}).(Savepointer)
+	if !ok {
+		return fx(ctx, job)
+	}
+	end, err := sp.Savepoint(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fx(ctx, job); err != nil {
+		if rbErr := end(false); rbErr != nil {
+			return rbErr
+		}
+		return err
+	}
+	return end(true)
+}
+
+// Lister is an optional Store capability: finding jobs by filters, in a
+// stable order, a page at a time. Engine.List uses it.
+type Lister interface {
+	// List returns up to q.Limit jobs matching every filter of q, in the
+	// order q gives, strictly after q.After when it is set. Paging by keyset
+	// (the last job's sort time and id) is stable: other jobs being created
+	// or moved never make a job be returned twice or skipped; ordering by
+	// creation time, a job that matches the filters throughout is returned
+	// exactly once. Its cost grows with the
+	// page, not with the jobs stored, for the filters the store indexes
+	// (machine and states, owner, key).
+	List(ctx context.Context, q ListQuery) ([]Job, error)
+}
+
+// ListOrder is the time a listing is sorted by.
+type ListOrder string
+
+// The orders of a listing.
+const (
+	// OrderCreated sorts by CreatedAt, then ID (the default). A job's
+	// place never changes, so paging is stable.
+	OrderCreated ListOrder = "created"
+	// OrderUpdated sorts by UpdatedAt, then ID. A job that is itself
+	// written while a listing pages moves to a later place: ascending, it
+	// is met again; descending, it may be passed. Other jobs' writes do
+	// not move it.
+	OrderUpdated ListOrder = "updated"
+)
+
+// ListQuery selects, orders and pages jobs. Zero fields do not filter.
+type ListQuery struct {
+	// Machine, when set, keeps the jobs of that machine.
+	Machine string
+	// States, Kinds and Outcomes, when non-empty, keep the jobs whose state,
+	// kind or outcome is one of those listed.
+	States   []State
+	Kinds    []Kind
+	Outcomes []Outcome
+	// Owner and Key, when set, keep the jobs of that owner, or created
+	// with that idempotency key.
+	Owner string
+	Key   string
+	// Time ranges, each [From, To): a zero bound is open. A range on
+	// CompletedAt keeps only finished jobs.
+	CreatedFrom, CreatedTo     time.Time
+	UpdatedFrom, UpdatedTo     time.Time
+	CompletedFrom, CompletedTo time.Time
+	// Order is the sort time (OrderCreated when empty); Desc sorts newest
+	// first.
+	Order ListOrder
+	Desc  bool
+	// After is the keyset cursor: the sort time and id of the last job of
+	// the previous page. Only jobs strictly after it in the order are
+	// returned. The zero value starts at the beginning.
+	After ListCursor
+	// Limit is the page size, 1 to MaxListLimit.
+	Limit int
+}
+
+// ListCursor is a position in a listing: the sort time and id of a job.
+type ListCursor struct {
+	At time.Time
+	ID uuid.UUID
+}
+
+// MaxListLimit is the largest page a listing returns.
+const MaxListLimit = 1000
