@@ -14,12 +14,15 @@ type BatchClaimer interface {
 	// ClaimBatch offers the due ready jobs of q.Machine to fn in claim
 	// order, as ClaimNext does, until n of them were taken or none is left,
 	// and returns the jobs taken, as written, in claim order. Each job's
-	// write is checked and applied as by Update; the writes are applied
-	// together (in a SQL store, in one transaction), so that either every
-	// job returned is taken or, with an error, none is. A function error
-	// matching ErrSkip passes over its candidate; any other error stops the
-	// batch and is returned with nothing taken. No candidate: an empty
-	// result and a nil error (not ErrNoJob).
+	// write is checked and applied as by Update. A function error matching
+	// ErrSkip passes over its candidate; any other error (and the end of
+	// ctx) stops the batch and is returned. A store with transactions
+	// applies the writes together (in a SQL store, in one transaction), and
+	// with an error takes none; a store without (in memory) applies each
+	// write as its function returns, since the effects the function ran
+	// cannot be undone, and with an error returns the jobs taken before it
+	// beside the error. No candidate: an empty result and a nil error (not
+	// ErrNoJob).
 	ClaimBatch(ctx context.Context, q ClaimQuery, n int, fn UpdateFunc) ([]Job, error)
 }
 

@@ -349,9 +349,9 @@ func (e *Engine) Stuck(ctx context.Context, machine string, olderThan time.Durat
 // lease. On a store with the BatchClaimer capability it is one store call
 // (one round trip and one transaction in a SQL store); otherwise it claims
 // one job at a time. ErrNoJob when nothing can be claimed; other errors as
-// for Claim, and ErrInvalidArgument for n < 1. With a BatchClaimer, an
-// error leaves nothing claimed; without one, the jobs claimed before the
-// error are returned with it.
+// for Claim, and ErrInvalidArgument for n < 1. The jobs claimed before
+// an error are returned with it; with a BatchClaimer that works in one
+// transaction (pgstore), an error leaves nothing claimed.
 func (e *Engine) ClaimMany(ctx context.Context, req ClaimRequest, n int) ([]Claimed, error) {
 	if err := e.ready(); err != nil {
 		return nil, err
@@ -407,7 +407,7 @@ func (e *Engine) ClaimMany(ctx context.Context, req ClaimRequest, n int) ([]Clai
 		got[cur.Job.ID] = taken{lease: l, recs: w.Transitions}
 		return w, nil
 	})
-	if err != nil {
+	if err != nil && len(jobs) == 0 {
 		return nil, err
 	}
 	if len(jobs) == 0 {
@@ -422,5 +422,5 @@ func (e *Engine) ClaimMany(ctx context.Context, req ClaimRequest, n int) ([]Clai
 		e.notify(ctx, j, t.recs)
 		out = append(out, Claimed{Lease: t.lease, Job: j})
 	}
-	return out, nil
+	return out, err
 }

@@ -23,6 +23,8 @@ type machine struct {
 	horizon tkey
 	// wake indexes the jobs with a wake time, for Due.
 	wake wakeIndex
+	// lists index the machine's jobs by state, for List; made on first use.
+	lists map[jobstate.State]*stateLists
 }
 
 func newMachine() *machine {
@@ -52,6 +54,7 @@ func (s *Store) reindex(e *entry) {
 	m.wake.set(e)
 	s.done.set(e)
 	s.leased.set(e, j.Leases > 0)
+	s.relist(e)
 }
 
 // ClaimNext implements jobstate.Store. Finding a candidate costs O(log n)

@@ -63,8 +63,10 @@ type Store struct {
 	done     doneQueue // terminal jobs, by completion time
 	leased   *heap     // jobs holding leases, by heartbeat
 	log      historyLog
+	lists    listIndex // the listing indexes but the per-machine ones
 
 	keyLocks keyLocks
+	subs     subscriptions
 
 	// testBetweenBatches, when set by a test, is called between the
 	// batches of a Prune, with no lock held.
@@ -92,6 +94,7 @@ type entry struct {
 	key     *keyID
 	m       *machine
 	wk      wakeNode
+	list    listed
 	history []int // positions in the history log
 	job     jobstate.Job
 	execs   []jobstate.Execution
@@ -110,12 +113,14 @@ func New() *Store {
 		machines: make(map[string]*machine),
 		leased:   newHeap(leaseKey, func(e *entry) *int32 { return &e.leaseAt }),
 		log:      newHistoryLog(),
+		lists:    newListIndex(),
 	}
 }
 
 var _ jobstate.Store = (*Store)(nil)
 var _ jobstate.Counter = (*Store)(nil)
 var _ jobstate.Pruner = (*Store)(nil)
+var _ jobstate.Lister = (*Store)(nil)
 
 // Len returns the number of jobs stored.
 func (s *Store) Len() int {
@@ -284,6 +289,9 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 		s.keys.put(k, e)
 	}
 	s.reindex(e)
+	if becameReady(nil, &e.job) {
+		s.signal(e.job.Machine)
+	}
 	return e.job, true, nil
 }
 
@@ -338,6 +346,9 @@ func (s *Store) run(ctx context.Context, e *entry, fn jobstate.UpdateFunc) (jobs
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if becameReady(&e.job, &w.Job) {
+		s.signal(w.Job.Machine)
+	}
 	e.job = w.Job
 	s.record(e, w.Transitions)
 	for _, x := range w.Executions {

@@ -104,6 +104,7 @@ func (s *Store) drop(e *entry) {
 	}
 	s.done.forget(e)
 	s.leased.set(e, false)
+	s.unlist(e)
 	s.log.clearAll(e)
 	e.execs, e.effects = nil, nil
 	e.gone = true

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 
 	"github.com/jobstate/jobstate"
 	m "github.com/jobstate/jobstate/internal/machines"
@@ -27,6 +28,9 @@ func RunList(t *testing.T, newStore NewStore) {
 	t.Run("Orders", func(t *testing.T) { testListOrders(t, newStore) })
 	t.Run("StablePaging", func(t *testing.T) { testListStablePaging(t, newStore) })
 	t.Run("Refusals", func(t *testing.T) { testListRefusals(t, newStore) })
+	t.Run("MatchesModel", func(t *testing.T) {
+		rapid.Check(t, func(rt *rapid.T) { propListMatchesModel(rt, t, newStore) })
+	})
 }
 
 // listAll pages through a listing and returns the ids, in order.
