@@ -54,7 +54,9 @@ func (s *Store) reindex(e *entry) {
 	m.wake.set(e)
 	s.done.set(e)
 	s.leased.set(e, j.Leases > 0)
-	s.relist(e)
+	if s.listing {
+		s.relist(e)
+	}
 }
 
 // ClaimNext implements jobstate.Store. Finding a candidate costs O(log n)

@@ -13,7 +13,10 @@ import (
 )
 
 // List implements jobstate.Lister from the store's listing indexes, under
-// the store's read lock:
+// the store's read lock. The indexes are built by the first List (which
+// holds the store's lock for writing while it indexes every job) and kept
+// from then on: two to four O(log n) index updates per write, none for a
+// store that is never listed. Then:
 //
 //   - With a Key: the jobs created with that key (a handful), filtered and
 //     sorted.
@@ -43,6 +46,11 @@ func (s *Store) List(ctx context.Context, q jobstate.ListQuery) ([]jobstate.Job,
 	}
 	w := newListWalk(&q)
 	s.mu.RLock()
+	if !s.listing {
+		s.mu.RUnlock()
+		s.startListing()
+		s.mu.RLock()
+	}
 	defer s.mu.RUnlock()
 	switch {
 	case q.Key != "":
@@ -96,6 +104,20 @@ func (s *Store) List(ctx context.Context, q jobstate.ListQuery) ([]jobstate.Job,
 		}
 	}
 	return w.merge(sets), nil
+}
+
+// startListing builds the listing indexes, once: a store that is never
+// listed does not pay for keeping them. It holds the store's lock for
+// writing while it indexes every job (O(n log n), about a second per
+// million jobs).
+func (s *Store) startListing() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listing {
+		return
+	}
+	s.jobs.each(func(_ uuid.UUID, e *entry) { s.relist(e) })
+	s.listing = true
 }
 
 // listWalk is one listing: its query, order and bounds.

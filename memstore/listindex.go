@@ -84,9 +84,8 @@ func (s *Store) unlist(e *entry) {
 	if sl := e.m.lists[l.state]; sl != nil {
 		sl.created.remove(litem{s: l.created.s, ns: l.created.ns, e: e})
 		sl.updated.remove(litem{s: l.updated.s, ns: l.updated.ns, e: e})
-		if sl.created.n == 0 {
-			delete(e.m.lists, l.state)
-		}
+		// An empty state's lists stay: a machine has few states, and jobs
+		// pass through them over and over.
 	}
 	if l.owner != "" {
 		if set := s.lists.owners[l.owner]; set != nil {

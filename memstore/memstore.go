@@ -64,6 +64,8 @@ type Store struct {
 	leased   *heap     // jobs holding leases, by heartbeat
 	log      historyLog
 	lists    listIndex // the listing indexes but the per-machine ones
+	// listing says the listing indexes are kept: from the first List on.
+	listing bool
 
 	keyLocks keyLocks
 	subs     subscriptions

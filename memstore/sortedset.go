@@ -52,6 +52,10 @@ const blockMax = 128
 type sortedSet struct {
 	blocks [][]litem
 	n      int
+	// spare is the last block's array once the set has emptied, kept for
+	// the next insertion: a set that a job enters and leaves over and over
+	// (a state jobs pass through) does not allocate.
+	spare []litem
 }
 
 // pos is a place in a sortedSet: block b, index i. With i outside the
@@ -74,9 +78,12 @@ func (s *sortedSet) blockFor(less func(last litem) bool) int {
 func (s *sortedSet) insert(it litem) {
 	s.n++
 	if len(s.blocks) == 0 {
-		blk := make([]litem, 1, 8)
-		blk[0] = it
-		s.blocks = append(s.blocks, blk)
+		blk := s.spare
+		if blk == nil {
+			blk = make([]litem, 0, 8)
+		}
+		s.spare = nil
+		s.blocks = append(s.blocks, append(blk, it))
 		return
 	}
 	b := s.blockFor(func(last litem) bool { return itemLess(last, it) })
@@ -126,6 +133,9 @@ func (s *sortedSet) remove(it litem) bool {
 	blk = slices.Delete(blk, i, i+1)
 	switch {
 	case len(blk) == 0:
+		if len(s.blocks) == 1 {
+			s.spare = blk
+		}
 		s.blocks = slices.Delete(s.blocks, b, b+1)
 	case len(blk) < blockMax/4 && b+1 < len(s.blocks) && len(blk)+len(s.blocks[b+1]) <= blockMax/2:
 		// Merge small neighbours, so that blocks stay at least a few
@@ -134,9 +144,6 @@ func (s *sortedSet) remove(it litem) bool {
 		s.blocks = slices.Delete(s.blocks, b+1, b+2)
 	default:
 		s.blocks[b] = blk
-	}
-	if len(s.blocks) == 0 {
-		s.blocks = nil
 	}
 	return true
 }

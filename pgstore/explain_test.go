@@ -73,12 +73,13 @@ func requireIndexPlan(t *testing.T, what string, nodes []string, index string) {
 	require.Contains(t, joined, index, "%s: %s", what, joined)
 }
 
-// TestPlansAtScale loads a million jobs and checks that the claim, Due and
-// listing queries walk their indexes: no sequential scan, no sort of the
-// whole set.
-func TestPlansAtScale(t *testing.T) {
-	n := planRows(t)
-	s := pgtest.Store(t)
+// loadScale inserts n jobs in one statement, the indexes dropped during
+// the load and built again after it: 7 machines ("m0" to "m6"), 1,000
+// owners ("user0" to "user999"), 5 priorities; one job in 100 failed and 9
+// done, the rest ready ("queued"); one in 100 with a wake time; created a
+// millisecond apart from 2026-01-01.
+func loadScale(tb testing.TB, s *pgstore.Store, n int) {
+	tb.Helper()
 	ctx := context.Background()
 	t0 := time.Now()
 	tbl := s.Schema() + ".jobs"
@@ -86,20 +87,18 @@ func TestPlansAtScale(t *testing.T) {
 	// definitions are read from the catalog, dropped and made again.
 	var defs []string
 	rows, err := s.Pool().Query(ctx, `SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename = 'jobs' AND indexname <> 'jobs_pkey'`, s.Schema())
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	var names []string
 	for rows.Next() {
 		var name, def string
-		require.NoError(t, rows.Scan(&name, &def))
+		require.NoError(tb, rows.Scan(&name, &def))
 		names, defs = append(names, name), append(defs, def)
 	}
-	require.NoError(t, rows.Err())
+	require.NoError(tb, rows.Err())
 	for _, name := range names {
 		_, err := s.Pool().Exec(ctx, "DROP INDEX "+s.Schema()+"."+name)
-		require.NoError(t, err)
+		require.NoError(tb, err)
 	}
-	// 10 machines, 1,000 owners, 5 priorities; one job in 100 failed and
-	// 9 done, the rest ready; one in 100 with a wake time.
 	_, err = s.Pool().Exec(ctx, fmt.Sprintf(`INSERT INTO %s (id, machine, state, kind, outcome, version, owner, priority,
  created_at, updated_at, not_before, due_at, wake_at)
 SELECT gen_random_uuid(), 'm' || (i %% 7),
@@ -109,14 +108,24 @@ SELECT gen_random_uuid(), 'm' || (i %% 7),
  1, 'user' || (i %% 1000), i %% 5,
  t, t, '-infinity', t, CASE WHEN i %% 100 = 0 THEN t ELSE NULL END
 FROM generate_series(1, %d) i, LATERAL (SELECT timestamptz '2026-01-01' + i * interval '1 millisecond' AS t) x`, tbl, n))
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	for _, def := range defs {
 		_, err := s.Pool().Exec(ctx, def)
-		require.NoError(t, err)
+		require.NoError(tb, err)
 	}
 	_, err = s.Pool().Exec(ctx, "ANALYZE "+tbl)
-	require.NoError(t, err)
-	t.Logf("loaded %d jobs in %v", n, time.Since(t0).Round(time.Millisecond))
+	require.NoError(tb, err)
+	tb.Logf("loaded %d jobs in %v", n, time.Since(t0).Round(time.Millisecond))
+}
+
+// TestPlansAtScale loads a million jobs and checks that the claim, Due and
+// listing queries walk their indexes: no sequential scan, no sort of the
+// whole set.
+func TestPlansAtScale(t *testing.T) {
+	n := planRows(t)
+	s := pgtest.Store(t)
+	ctx := context.Background()
+	loadScale(t, s, n)
 	now := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
 
 	_, nodes := plan(t, s, pgstore.ClaimSQL(s), "m3", now, int16(0), []string{}, 10)

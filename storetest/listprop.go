@@ -44,10 +44,37 @@ func propListMatchesModel(rt *rapid.T, t *testing.T, newStore NewStore) {
 	}
 	owners := []string{"", "ann", "bo", "cy"}
 	keys := []string{"", "k1", "k2", "k3"}
+	// check lists n random queries and compares them with a scan of every
+	// job. Listing between writes checks that a store keeps its indexes
+	// up to date, not only that it builds them.
+	check := func(n int) {
+		var all []jobstate.Job
+		for _, id := range ids {
+			j, err := eng.Get(ctx, id)
+			if errors.Is(err, jobstate.ErrNotFound) {
+				continue // pruned
+			}
+			if err != nil {
+				rt.Fatalf("get: %v", err)
+			}
+			all = append(all, j)
+		}
+		for ; n > 0; n-- {
+			q := drawListQuery(rt, defs, states, owners, keys)
+			want := modelList(all, q)
+			got := pageAll(rt, eng, q)
+			if !slices.Equal(got, want) {
+				rt.Fatalf("query %+v:\n got %v\nwant %v", q, got, want)
+			}
+		}
+	}
+	if rapid.Bool().Draw(rt, "listFirst") {
+		check(1) // a store that builds its indexes on first use keeps them from here on
+	}
 	var leases []jobstate.Lease
 	steps := rapid.IntRange(1, 60).Draw(rt, "steps")
 	for i := 0; i < steps; i++ {
-		switch rapid.IntRange(0, 14).Draw(rt, "op") {
+		switch rapid.IntRange(0, 17).Draw(rt, "op") {
 		case 0, 1, 2, 3:
 			d := rapid.SampledFrom(defs).Draw(rt, "machine")
 			c, err := eng.Create(ctx, jobstate.NewJob{
@@ -102,6 +129,8 @@ func propListMatchesModel(rt *rapid.T, t *testing.T, newStore NewStore) {
 					leases[i] = l
 				}
 			}
+		case 15, 16, 17:
+			check(1)
 		case 14:
 			if _, err := eng.Prune(ctx, time.Duration(rapid.IntRange(0, 3).Draw(rt, "pruneAge"))*time.Second, 0); err != nil && !errors.Is(err, jobstate.ErrUnsupported) {
 				rt.Fatalf("prune: %v", err)
@@ -117,25 +146,7 @@ func propListMatchesModel(rt *rapid.T, t *testing.T, newStore NewStore) {
 			}
 		}
 	}
-	var all []jobstate.Job
-	for _, id := range ids {
-		j, err := eng.Get(ctx, id)
-		if errors.Is(err, jobstate.ErrNotFound) {
-			continue // pruned
-		}
-		if err != nil {
-			rt.Fatalf("get: %v", err)
-		}
-		all = append(all, j)
-	}
-	for n := rapid.IntRange(1, 8).Draw(rt, "queries"); n > 0; n-- {
-		q := drawListQuery(rt, defs, states, owners, keys)
-		want := modelList(all, q)
-		got := pageAll(rt, eng, q)
-		if !slices.Equal(got, want) {
-			rt.Fatalf("query %+v:\n got %v\nwant %v", q, got, want)
-		}
-	}
+	check(rapid.IntRange(1, 8).Draw(rt, "queries"))
 }
 
 // drawListQuery draws a query over the fixture's machines, states,
