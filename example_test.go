@@ -162,3 +162,36 @@ func ExampleKey() {
 	// false
 	// true
 }
+
+// Listing a user's jobs, newest first, a page at a time.
+func ExampleEngine_List() {
+	ctx := context.Background()
+	clock := jobstate.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	def, _ := jobstate.NewDefinition(docSpec())
+	eng, _ := jobstate.New(memstore.New(), jobstate.WithMachines(def), jobstate.WithClock(clock))
+	for _, doc := range []string{"a.pdf", "b.pdf", "c.pdf"} {
+		eng.Create(ctx, jobstate.NewJob{Machine: "docs", Owner: "alice", Payload: []byte(doc)})
+		clock.Advance(time.Second)
+	}
+	eng.Create(ctx, jobstate.NewJob{Machine: "docs", Owner: "bob", Payload: []byte("x.pdf")})
+
+	q := jobstate.ListQuery{Owner: "alice", Desc: true, Limit: 2}
+	for cursor, n := "", 1; ; n++ {
+		page, err := eng.List(ctx, q, cursor)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		for _, j := range page.Jobs {
+			fmt.Printf("page %d: %s %s\n", n, j.Payload, j.State)
+		}
+		if page.Next == "" {
+			break
+		}
+		cursor = page.Next
+	}
+	// Output:
+	// page 1: c.pdf CREATED
+	// page 1: b.pdf CREATED
+	// page 2: a.pdf CREATED
+}

@@ -27,6 +27,11 @@
 //     compaction of the history log and the rebuilding of the maps, which
 //     are paid for by earlier deletions and done in batches too.
 //   - Count: O(n), a scan of every job.
+//   - List: O(s log n) to start in the s state indexes it walks, then O(s)
+//     per job looked at; the jobs an unindexed filter passes over count
+//     (see Store.List). The first List builds the listing indexes (O(n log
+//     n), under the store's lock); from then on every Create and Update
+//     also pays two to four O(log n) index updates.
 //
 // Memory follows the jobs stored, up and down: once Prune returns, the
 // maps hold at most four times the room their entries need, the heaps'
