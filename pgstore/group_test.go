@@ -23,7 +23,8 @@ import (
 // TestConformanceGroupCommit runs the conformance suite on stores with
 // group commit: the parts that write through Update (the contract, its
 // concurrency, the engine with its stress test, the hardening, batches
-// and the vectors); the whole suite with JOBSTATE_CONFORMANCE_FULL=1.
+// and the vectors, the stress and nested-creation tests at 2,000 jobs);
+// the whole suite at full size with JOBSTATE_CONFORMANCE_FULL=1.
 // (The properties, faults, listing and notification parts go through the
 // same Update path the others check, and are run in full on the default
 // store by TestConformance.)
@@ -35,10 +36,13 @@ func TestConformanceGroupCommit(t *testing.T) {
 		storetest.Run(t, newStore)
 		return
 	}
+	// The stress and nested-creation tests at a fifth of their size: the
+	// default store runs them in full.
+	small := []storetest.Option{storetest.WithStressJobs(2_000), storetest.WithNestedKeys(2_000)}
 	t.Run("Contract", func(t *testing.T) { storetest.RunContract(t, newStore) })
 	t.Run("Concurrency", func(t *testing.T) { storetest.RunConcurrency(t, newStore) })
-	t.Run("Engine", func(t *testing.T) { storetest.RunEngine(t, newStore) })
-	t.Run("Hardening", func(t *testing.T) { storetest.RunHardening(t, newStore) })
+	t.Run("Engine", func(t *testing.T) { storetest.RunEngine(t, newStore, small...) })
+	t.Run("Hardening", func(t *testing.T) { storetest.RunHardening(t, newStore, small...) })
 	t.Run("Batch", func(t *testing.T) { storetest.RunBatch(t, newStore) })
 	t.Run("Vectors", func(t *testing.T) { conformance.Run(t, newStore) })
 }

@@ -18,7 +18,8 @@ import (
 // RunEngine runs the engine's lifecycle on the store: every operation, the
 // commit boundary and its failure modes, retries, idempotency, expiry and
 // recovery.
-func RunEngine(t *testing.T, newStore NewStore) {
+func RunEngine(t *testing.T, newStore NewStore, opts ...Option) {
+	cfg := newConfig(opts)
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, newStore NewStore)
@@ -58,7 +59,7 @@ func RunEngine(t *testing.T, newStore NewStore) {
 		{"IfVersionOnEveryCall", testIfVersion},
 		{"RedriveDeadLetter", testRedrive},
 		{"RedriveObserverAndFiring", testRedriveObserverAndFiring},
-		{"StressWorkersCrashes", testStress},
+		{"StressWorkersCrashes", func(t *testing.T, ns NewStore) { testStress(t, ns, cfg.stressJobs) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore) })

@@ -20,13 +20,14 @@ import (
 // demanding user meets: effects never applied twice, no callback under a
 // shared lock, no job stuck for ever, no job starving the others, times at
 // the ends of their range, no aliasing with the caller, priority.
-func RunHardening(t *testing.T, newStore NewStore) {
+func RunHardening(t *testing.T, newStore NewStore, opts ...Option) {
+	cfg := newConfig(opts)
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, newStore NewStore)
 	}{
 		{"SucceedKeepsCommitWhenRuleEffectFails", testSucceedRuleEffectFails},
-		{"NestedKeyedCreates", testNestedKeyedCreates},
+		{"NestedKeyedCreates", func(t *testing.T, ns NewStore) { testNestedKeyedCreates(t, ns, cfg.nestedKeys) }},
 		{"CommitNeedsSucceedRule", testCommitNeedsSucceedRule},
 		{"SweepNotStarvedByFailingJobs", testSweepNotStarved},
 		{"SweepSeesOnlyItsMachines", testSweepOwnMachines},
@@ -98,10 +99,9 @@ func testSucceedRuleEffectFails(t *testing.T, newStore NewStore) {
 }
 
 // testNestedKeyedCreates: a creation effect creates another job with its
-// own key. No lock shared between keys is held while it runs, so 10,000
+// own key. No lock shared between keys is held while it runs, so n
 // such nested creates, from several goroutines, all complete.
-func testNestedKeyedCreates(t *testing.T, newStore NewStore) {
-	const n = 10000
+func testNestedKeyedCreates(t *testing.T, newStore NewStore, n int) {
 	var f *fixture
 	spec := m.DocsSpec()
 	spec.Create.Effect = func(ctx context.Context, j jobstate.Job) error {

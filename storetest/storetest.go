@@ -27,12 +27,13 @@ import (
 // cleanups with t.Cleanup.
 type NewStore func(t *testing.T) jobstate.Store
 
-// Run runs the whole suite against stores made by newStore.
-func Run(t *testing.T, newStore NewStore) {
+// Run runs the whole suite against stores made by newStore; opts change
+// the sizes of its heavier tests.
+func Run(t *testing.T, newStore NewStore, opts ...Option) {
 	t.Run("Contract", func(t *testing.T) { RunContract(t, newStore) })
 	t.Run("Concurrency", func(t *testing.T) { RunConcurrency(t, newStore) })
-	t.Run("Engine", func(t *testing.T) { RunEngine(t, newStore) })
-	t.Run("Hardening", func(t *testing.T) { RunHardening(t, newStore) })
+	t.Run("Engine", func(t *testing.T) { RunEngine(t, newStore, opts...) })
+	t.Run("Hardening", func(t *testing.T) { RunHardening(t, newStore, opts...) })
 	t.Run("Properties", func(t *testing.T) { RunProperties(t, newStore) })
 	t.Run("Faults", func(t *testing.T) { RunFaults(t, newStore) })
 	t.Run("List", func(t *testing.T) { RunList(t, newStore) })

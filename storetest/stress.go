@@ -18,17 +18,13 @@ import (
 	m "github.com/jobstate/jobstate/internal/machines"
 )
 
-// stressJobs is the number of jobs of the stress test.
-const stressJobs = 10_000
-
-// testStress runs 8 workers over 10,000 jobs while a sweeper moves the fake
+// testStress runs 8 workers over n jobs (1,000 at most with -short) while a sweeper moves the fake
 // clock: workers crash before and after commits, fail, and lose leases.
 // Every job must end terminal, with its effect applied exactly once if it
 // succeeded and never otherwise.
-func testStress(t *testing.T, newStore NewStore) {
-	n := stressJobs
+func testStress(t *testing.T, newStore NewStore, n int) {
 	if testing.Short() {
-		n = 1_000
+		n = min(n, 1_000)
 	}
 	var terminal atomic.Int64
 	obs := jobstate.WithObserver(func(_ context.Context, j jobstate.Job, tr jobstate.Transition) {
