@@ -65,6 +65,9 @@ type plan struct {
 	own EffectFunc
 	// stages lists the points a write can be cut back to.
 	stages []stage
+	// one holds the record of a single move, so that the write's slice of
+	// records needs no allocation of its own.
+	one [1]Transition
 }
 
 // stage is a point a write can be cut back to: after its first recs

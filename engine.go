@@ -265,14 +265,14 @@ func (e *Engine) Fire(ctx context.Context, id uuid.UUID, ev Event, c Call) (Job,
 	if IsLifecycle(ev) {
 		return Job{}, fmt.Errorf("%w: event %q is fired by the engine's own operations, not by Fire", ErrInvalidArgument, ev)
 	}
-	return e.update(ctx, id, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
+	return e.update(ctx, id, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error) {
 		if def.policy.DerivedState {
 			return Write{}, fmt.Errorf("%w: machine %q derives its state from its executions; it has no user events", ErrInvalidArgument, def.name)
 		}
 		if err := checkVersion(&cur.Job, c.IfVersion); err != nil {
 			return Write{}, err
 		}
-		return e.move(ctx, def, &cur, ev, c, now, uuid.Nil)
+		return e.move(ctx, def, &cur, ev, c, now, uuid.Nil, p)
 	})
 }
 
@@ -284,8 +284,9 @@ func checkVersion(job *Job, want int64) error {
 }
 
 // move fires one table rule on cur and keeps the executions in step: live
-// executions that cannot survive the new state are aborted.
-func (e *Engine) move(ctx context.Context, def *Definition, cur *Snapshot, ev Event, c Call, now time.Time, exec uuid.UUID) (Write, error) {
+// executions that cannot survive the new state are aborted. The record is
+// written in p's buffer when p is given (no allocation).
+func (e *Engine) move(ctx context.Context, def *Definition, cur *Snapshot, ev Event, c Call, now time.Time, exec uuid.UUID, p *plan) (Write, error) {
 	var w Write
 	w.Job = cur.Job
 	rec, err := def.step(ctx, &w.Job, Input{
@@ -299,7 +300,12 @@ func (e *Engine) move(ctx context.Context, def *Definition, cur *Snapshot, ev Ev
 	if exec == uuid.Nil && cur.Job.Kind == KindActive && next.Kind == KindActive && cur.Job.Leases > 0 {
 		return Write{}, fmt.Errorf("%w: job %s is held under a lease: a move between its active states (%q to %q) is the lease holder's, through Engine.Advance", ErrInvalidArgument, cur.Job.ID, cur.Job.State, next.State)
 	}
-	w.Transitions = []Transition{rec}
+	if p != nil {
+		p.one[0] = rec
+		w.Transitions = p.one[:1:1]
+	} else {
+		w.Transitions = []Transition{rec}
+	}
 	if next.Leases > 0 && !def.leasesSurvive(next) {
 		if cur.Job.Committed != uuid.Nil {
 			return Write{}, &CommitError{JobID: cur.Job.ID, Winner: cur.Job.Committed}
@@ -455,21 +461,33 @@ func (e *Engine) update(ctx context.Context, id uuid.UUID, args any, fn opFunc) 
 // another effect of the same write had run, the part of the write those
 // effects belong to is recorded and returned with an *IncompleteError.
 func (e *Engine) run(ctx context.Context, id uuid.UUID, args any, fn opFunc) (Job, error) {
-	var recs []Transition
-	var partial error
+	// One allocation carries the operation through the store's callback:
+	// its arguments, its plan and what it leaves for after the write.
+	st := &runState{e: e, args: args, fn: fn}
 	job, err := e.store.Update(ctx, id, func(ctx context.Context, cur Snapshot) (Write, error) {
-		w, inc, err := e.apply(ctx, &cur, args, fn)
-		recs, partial = w.Transitions, inc
+		st.p = plan{}
+		w, inc, err := e.apply(ctx, &cur, st.args, st.fn, &st.p)
+		st.recs, st.partial = w.Transitions, inc
 		return w, err
 	})
 	if err != nil {
 		return Job{}, err
 	}
-	e.notify(ctx, job, recs)
-	if partial != nil {
-		return job, partial
+	e.notify(ctx, job, st.recs)
+	if st.partial != nil {
+		return job, st.partial
 	}
 	return job, nil
+}
+
+// runState is one run of an operation inside a store update.
+type runState struct {
+	e       *Engine
+	args    any
+	fn      opFunc
+	p       plan
+	recs    []Transition
+	partial error
 }
 
 // opFunc is one engine operation, run inside a store update. It decides
@@ -480,7 +498,7 @@ type opFunc func(ctx context.Context, def *Definition, cur Snapshot, now time.Ti
 // apply runs fn on the job's machine, then the write's effects (see plan).
 // It returns the write to apply, an *IncompleteError when only part of it
 // is to be applied, or the error that refuses it.
-func (e *Engine) apply(ctx context.Context, cur *Snapshot, args any, fn opFunc) (Write, error, error) {
+func (e *Engine) apply(ctx context.Context, cur *Snapshot, args any, fn opFunc, p *plan) (Write, error, error) {
 	def, err := e.machine(cur.Job.Machine)
 	if err != nil {
 		return Write{}, nil, err
@@ -489,8 +507,7 @@ func (e *Engine) apply(ctx context.Context, cur *Snapshot, args any, fn opFunc) 
 	if err != nil {
 		return Write{}, nil, err
 	}
-	var p plan
-	w, err := fn(ctx, def, *cur, now, &p)
+	w, err := fn(ctx, def, *cur, now, p)
 	if err != nil {
 		return Write{}, nil, err
 	}

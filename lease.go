@@ -323,7 +323,7 @@ func (e *Engine) Advance(ctx context.Context, lease Lease, ev Event, c Call) (Jo
 		if c.Actor == "" {
 			c.Actor = lease.Owner
 		}
-		return e.move(ctx, def, &cur, ev, c, now, lease.ExecID)
+		return e.move(ctx, def, &cur, ev, c, now, lease.ExecID, nil)
 	})
 }
 

@@ -293,7 +293,7 @@ func (r *SweepReport) add(o SweepReport) {
 // move to c.
 func (e *Engine) chainMove(ctx context.Context, def *Definition, c *chain, ev Event, reason string, now time.Time) error {
 	snap := c.snapshot()
-	w, err := e.move(ctx, def, &snap, ev, Call{Actor: SweepActor, Reason: reason}, now, uuid.Nil)
+	w, err := e.move(ctx, def, &snap, ev, Call{Actor: SweepActor, Reason: reason}, now, uuid.Nil, nil)
 	if err != nil {
 		return err
 	}
@@ -343,10 +343,10 @@ func (c *chain) add(w Write) {
 // expire applies lazy expiry to one job: its expire rule if its deadline
 // has passed, nothing otherwise. It returns the job as it then is.
 func (e *Engine) expire(ctx context.Context, id uuid.UUID) (Job, error) {
-	return e.run(ctx, id, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
+	return e.run(ctx, id, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error) {
 		if !def.overdue(&cur.Job, now) {
 			return Write{Job: cur.Job}, nil
 		}
-		return e.move(ctx, def, &cur, EventExpire, Call{Actor: SweepActor, Reason: "deadline passed (read)"}, now, uuid.Nil)
+		return e.move(ctx, def, &cur, EventExpire, Call{Actor: SweepActor, Reason: "deadline passed (read)"}, now, uuid.Nil, p)
 	})
 }
