@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -251,5 +252,48 @@ func BenchmarkMemoryPerFinishedJob(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/job")
 		runtime.KeepAlive(store)
+	}
+}
+
+// BenchmarkScaling runs create → claim → succeed on 1 and 2 goroutines
+// splitting b.N jobs between them: ns/op is the wall time per job, so
+// the ratio of the two is the speed-up from a second goroutine (the
+// machine of docs/performance.md has two cores).
+func BenchmarkScaling(b *testing.B) {
+	for _, g := range []int{1, 2} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
+			eng, _, _ := benchEngine(b, m.DerivedSpec())
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for w := 0; w < g; w++ {
+				n := b.N / g
+				if w == 0 {
+					n += b.N % g
+				}
+				wg.Add(1)
+				go func(worker string, n int) {
+					defer wg.Done()
+					req := jobstate.ClaimRequest{Machine: "derived", Worker: worker}
+					for i := 0; i < n; i++ {
+						if _, err := eng.Create(ctx, jobstate.NewJob{Machine: "derived"}); err != nil {
+							b.Error(err)
+							return
+						}
+						c, err := eng.Claim(ctx, req)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if _, err := eng.Succeed(ctx, c.Lease, jobstate.CommitInput{}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}(fmt.Sprint("w", w), n)
+			}
+			wg.Wait()
+		})
 	}
 }
