@@ -33,3 +33,18 @@ func Spec() jobstate.Spec {
 		Policy: jobstate.Policy{LeaseTTL: time.Second, Retry: jobstate.RetryPolicy{MaxRetries: jobstate.Unlimited}},
 	}
 }
+
+// RuntimeName is the name of RuntimeSpec's machine.
+const RuntimeName = "crash_runtime"
+
+// RuntimeSpec is Spec with a lease of a minute, for the crash test of the
+// worker runtime: a job held by a killed worker comes back only when the
+// worker, restarted under its name, recovers its leases at start, and a
+// job held by a stopped worker only when the worker gives it back, not
+// by its lease lapsing during the test.
+func RuntimeSpec() jobstate.Spec {
+	s := Spec()
+	s.Name = RuntimeName
+	s.Policy.LeaseTTL = time.Minute
+	return s
+}

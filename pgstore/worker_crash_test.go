@@ -1,0 +1,149 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/pgstore"
+	"github.com/jobstate/jobstate/pgstore/internal/crashmachine"
+	"github.com/jobstate/jobstate/pgstore/pgtest"
+)
+
+// TestCrashRuntimeWorkers runs the worker runtime in four worker
+// processes over the jobs and, while they work, in turn SIGKILLs one
+// (restarted under the same name, it recovers its leases at start) and
+// sends SIGTERM to another (it must exit 0 within its grace period having
+// given back every lease it held, and is restarted). The jobs' lease is a
+// minute, so no job comes back by its lease lapsing during the test: a
+// lost job would stall it. At the end every job is done, its effect row
+// written exactly once, and its history replays.
+func TestCrashRuntimeWorkers(t *testing.T) {
+	n := crashJobs(t)
+	cluster, pool := pgtest.Shared(t)
+	ctx := context.Background()
+	bin := filepath.Join(t.TempDir(), "crashruntime")
+	out, err := exec.Command("go", "build", "-o", bin, "./internal/crashruntime").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	schema := fmt.Sprintf("crashrt_%d_%d", os.Getpid(), time.Now().UnixNano())
+	_, err = pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	table := schema + ".receipts"
+	_, err = pool.Exec(ctx, "CREATE TABLE "+table+" (job uuid NOT NULL)") // no unique key: duplicates would show
+	require.NoError(t, err)
+	store, err := pgstore.New(pool, pgstore.Options{Schema: schema})
+	require.NoError(t, err)
+	defer store.Close()
+	def, err := jobstate.NewDefinition(crashmachine.RuntimeSpec())
+	require.NoError(t, err)
+	eng, err := jobstate.New(store, jobstate.WithMachines(def))
+	require.NoError(t, err)
+	created := make([]jobstate.Job, 0, n)
+	for i := 0; i < n; i++ {
+		c, err := eng.Create(ctx, jobstate.NewJob{Machine: crashmachine.RuntimeName})
+		require.NoError(t, err)
+		created = append(created, c.Job)
+	}
+
+	const workers = 4
+	procs := make([]*exec.Cmd, workers)
+	exited := make([]chan error, workers)
+	start := func(i int) {
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), "CRASH_URL="+cluster.URL, "CRASH_SCHEMA="+schema,
+			"CRASH_TABLE="+table, "CRASH_WORKER=rt"+strconv.Itoa(i))
+		if i%2 == 1 {
+			cmd.Env = append(cmd.Env, "CRASH_GROUP=1") // half the workers commit through group commit
+		}
+		cmd.Stderr = os.Stderr
+		require.NoError(t, cmd.Start())
+		procs[i] = cmd
+		done := make(chan error, 1)
+		exited[i] = done
+		go func() { done <- cmd.Wait() }()
+	}
+	kill := func(i int) {
+		_ = procs[i].Process.Signal(syscall.SIGKILL)
+		<-exited[i]
+	}
+	for i := range procs {
+		start(i)
+	}
+	defer func() {
+		for i := range procs {
+			kill(i)
+		}
+	}()
+	liveHeldBy := func(name string) int {
+		var k int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".executions WHERE owner = $1 AND status IN ('LEASED', 'IN_PROGRESS')", name).Scan(&k))
+		return k
+	}
+
+	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
+	kills, terms, givenBack := 0, 0, 0
+	t0 := time.Now()
+	for round := 0; ; round++ {
+		counts, err := store.Count(ctx, crashmachine.RuntimeName)
+		require.NoError(t, err)
+		if counts["done"] == n {
+			break
+		}
+		// A lost job would wait out its one-minute lease: the bound is
+		// below it.
+		require.Less(t, time.Since(t0), 50*time.Second, "jobs are not finishing: %v", counts)
+		time.Sleep(time.Duration(100+rnd.IntN(200)) * time.Millisecond) // let them work
+		i := rnd.IntN(workers)
+		if round%2 == 0 {
+			kill(i)
+			kills++
+			start(i)
+			continue
+		}
+		held := liveHeldBy("rt" + strconv.Itoa(i))
+		require.NoError(t, procs[i].Process.Signal(syscall.SIGTERM))
+		select {
+		case err := <-exited[i]:
+			require.NoError(t, err, "a worker stopped by SIGTERM exits 0")
+		case <-time.After(15 * time.Second):
+			t.Fatalf("worker rt%d did not stop within 15 s of SIGTERM (grace period 300 ms)", i)
+		}
+		terms++
+		givenBack += held
+		assert.Zero(t, liveHeldBy("rt"+strconv.Itoa(i)), "a worker stopped by SIGTERM leaves no lease behind")
+		start(i)
+	}
+	elapsed := time.Since(t0)
+
+	var rows, distinct int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT job) FROM "+table).Scan(&rows, &distinct))
+	t.Logf("%d jobs done by %d runtime workers in %v: %d SIGKILLs, %d SIGTERMs (%d leases held at the signal), %d effect rows, %d duplicates, %d lost",
+		n, workers, elapsed.Round(time.Millisecond), kills, terms, givenBack, rows, rows-distinct, n-distinct)
+	assert.Equal(t, n, rows, "one effect row per job")
+	assert.Equal(t, n, distinct, "no job's effect twice")
+	assert.Positive(t, kills)
+	assert.Positive(t, terms)
+	for _, c := range created {
+		got, err := store.Get(ctx, c.ID)
+		require.NoError(t, err)
+		require.Equal(t, jobstate.OutcomeSucceeded, got.Outcome, "job %s is %s", got.ID, got.State)
+		h, err := store.History(ctx, got.ID)
+		require.NoError(t, err)
+		st, err := def.Replay(h)
+		require.NoError(t, err, "job %s", got.ID)
+		require.Equal(t, got.State, st)
+	}
+}
