@@ -27,6 +27,10 @@
 // start, claims in batches sized to the free slots (Engine.ClaimMany),
 // wakes on the store's notifications where it has them
 // (jobstate.Notifier) and polls otherwise, and sits still when idle.
+// A handler's slot is freed when it returns, and the write that ends its
+// job's execution (the commit with its effect, a failure or a snooze) is
+// made after, bounded by WithCommitsAhead: the job counts as done only
+// once that write has committed.
 //
 // Its own timers come from a Clock (SystemClock by default), so tests
 // drive it with a manual clock (jobstatetest.Clock) and never sleep;

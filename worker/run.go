@@ -31,9 +31,10 @@ import (
 // returns later is dropped (the engine would refuse it), so nothing is
 // committed twice and nothing is lost; a handler that returns within the
 // grace period is committed, failed or snoozed as usual. Run returns
-// when every handler has returned. A second stop signal stops hard: the
+// when every handler has returned and every commit ahead (see
+// WithCommitsAhead) has ended. A second stop signal stops hard: the
 // grace period ends at once, and Run returns without waiting for handlers
-// that ignore their context.
+// that ignore their context, nor for commits in flight.
 func (w *Worker) Run(ctx context.Context) error {
 	if err := w.begin(phaseRunning, ctx); err != nil {
 		return err
