@@ -362,7 +362,11 @@ func (j *js) async(ctx context.Context, workers, maxCommits, target int) (time.D
 	fx := func(context.Context, jobstate.Job) error { return nil }
 	req := jobstate.ClaimRequest{Machine: machine, Worker: "async"}
 	t0 := time.Now()
+	// The claimer adds to wg; it ends before wg.Wait so that no Add races
+	// with the Wait.
+	claimer := make(chan struct{})
 	go func() {
+		defer close(claimer)
 		for rctx.Err() == nil && j.done.Load() < int64(target) {
 			free := workers - len(slots)
 			if free == 0 {
@@ -405,6 +409,7 @@ func (j *js) async(ctx context.Context, workers, maxCommits, target int) (time.D
 		select {
 		case err := <-errc:
 			cancel()
+			<-claimer
 			wg.Wait()
 			return 0, err
 		case <-time.After(time.Millisecond):
@@ -412,6 +417,7 @@ func (j *js) async(ctx context.Context, workers, maxCommits, target int) (time.D
 	}
 	d := time.Since(t0)
 	cancel()
+	<-claimer
 	wg.Wait()
 	return d, nil
 }
