@@ -45,7 +45,7 @@ func (w *Worker) Drain(ctx context.Context, max int) (int, error) {
 		if w.claimRound(ctx) {
 			continue
 		}
-		if w.running.Load() > 0 {
+		if w.running.Load() > 0 || w.pending.Load() > 0 {
 			select {
 			case <-w.wake:
 			case <-ctx.Done():

@@ -143,10 +143,33 @@ func (w *Worker) execute(t *Task) {
 	case errors.As(cause, &cancelled):
 		w.logTask(ctx, slog.LevelInfo, t, "job cancelled while running", slog.Any("error", err))
 	case err == nil:
-		w.succeed(t, res)
+		w.end(t, func() { w.succeed(t, res) })
 	default:
-		w.fail(t, err, cause)
+		w.end(t, func() { w.fail(t, err, cause) })
 	}
+}
+
+// end makes the write that ends t's execution: in the background when
+// commits ahead are allowed (the caller's slot is then free at once),
+// waiting for a token when as many are in flight, and in the caller's
+// goroutine when none are allowed. t is in the finishing state, so
+// shutdown never gives its lease back.
+func (w *Worker) end(t *Task, write func()) {
+	if cap(w.ahead) == 0 {
+		write()
+		return
+	}
+	w.ahead <- struct{}{}
+	w.pending.Add(1)
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		write()
+		<-w.ahead
+		if w.pending.Add(-1) == 0 && w.draining() {
+			w.poke()
+		}
+	}()
 }
 
 // call runs the handler, turning a panic into a *PanicError.

@@ -35,6 +35,8 @@ type config struct {
 	named       bool
 	routes      []*route
 	concurrency int
+	ahead       int
+	aheadSet    bool
 	logger      *slog.Logger
 	clock       Clock
 	poll        time.Duration
@@ -120,6 +122,33 @@ func WithConcurrency(n int) Option {
 			c.problem("overall concurrency %d: it must be at least 1", n)
 		}
 		c.concurrency = n
+	}
+}
+
+// WithCommitsAhead bounds the executions whose ending write is still
+// being made after their handler has returned. A handler's slot is freed
+// as soon as it returns, so that the worker claims the next job while
+// the write that ends the execution (Engine.Succeed with the commit and
+// its effect, Fail, or Snooze) is made in the background; at most n such
+// writes are in flight, and a handler that returns when n are waits,
+// holding its slot, until one ends. A store that groups concurrent
+// writes into one transaction (pgstore's Options.GroupCommit) then
+// commits the jobs of many handlers with one flush while the handlers go
+// on with the next jobs. Nothing changes for exactly-once: the commit is
+// the same write, the job counts as done only when it has committed, and
+// Drain, Run's graceful shutdown and Shutdown wait for every write in
+// flight. The lease is not renewed after the handler returns: a write
+// that waits longer than the lease's remaining time is refused
+// (jobstate.ErrLeaseLost) and the sweep retries the job, as when a
+// handler overruns its lease. The default is the overall concurrency;
+// 0 makes every handler's slot wait for its own write. It must not be
+// negative.
+func WithCommitsAhead(n int) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.problem("commits ahead %d: it must not be negative", n)
+		}
+		c.ahead, c.aheadSet = n, true
 	}
 }
 

@@ -45,6 +45,12 @@ type Worker struct {
 	launched atomic.Int64
 	// rr rotates the machine claimed first (claim loop or Drain only).
 	rr int
+	// ahead holds a token per ending write in flight after its handler
+	// returned (WithCommitsAhead); its capacity is the bound, and with
+	// none each handler's goroutine makes its own write.
+	ahead chan struct{}
+	// pending counts those writes, for Drain's end test.
+	pending atomic.Int64
 	// batch is set when the store claims in batches: a freed slot then
 	// wakes the claim loop, which claims for all free slots at once,
 	// instead of its goroutine claiming the next job alone.
@@ -141,6 +147,9 @@ func New(eng *jobstate.Engine, opts ...Option) (*Worker, error) {
 			c.concurrency += r.limit
 		}
 	}
+	if !c.aheadSet {
+		c.ahead = c.concurrency
+	}
 	if !c.named {
 		c.name = defaultName()
 	}
@@ -154,6 +163,7 @@ func New(eng *jobstate.Engine, opts ...Option) (*Worker, error) {
 		log: logger.With(slog.String("worker", c.name)), clock: c.clock,
 		poll: c.poll, sweep: c.sweep, grace: c.grace, jitter: c.jitter,
 		wake: make(chan struct{}, 1), tasks: make(map[*Task]struct{}), budget: -1,
+		ahead:   make(chan struct{}, c.ahead),
 		graceCh: make(chan struct{}), hardCh: make(chan struct{}), done: make(chan struct{}),
 	}, nil
 }
