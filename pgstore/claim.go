@@ -27,7 +27,7 @@ func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstat
 	now, nowNs := encTime(q.Now)
 	var out jobstate.Job
 	taken := false
-	err := s.inTx(ctx, "claim", func(tx pgx.Tx) (*pgx.Batch, error) {
+	err := s.inTxSync(ctx, "claim", s.opts.DurableClaims, func(tx pgx.Tx) (*pgx.Batch, error) {
 		passed := []uuid.UUID{}
 		for offers := 0; q.Limit <= 0 || offers < q.Limit; offers++ {
 			if err := ctx.Err(); err != nil {
@@ -161,7 +161,7 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 	}
 	now, nowNs := encTime(q.Now)
 	var results []*jobstate.Job
-	err := s.inTx(ctx, "claim batch", func(tx pgx.Tx) (*pgx.Batch, error) {
+	err := s.inTxSync(ctx, "claim batch", s.opts.DurableClaims, func(tx pgx.Tx) (*pgx.Batch, error) {
 		lazy := newLazyTx(tx)
 		excluded := []uuid.UUID{}
 		writes := &pgx.Batch{}

@@ -36,6 +36,7 @@ type connTx struct {
 	q       querier       // where statements go: the connection, or the parent transaction
 	conn    *pgxpool.Conn // the pooled connection, released at the end (own transactions only)
 	start   string        // BEGIN, or SAVEPOINT name
+	also    string        // a statement sent right after start ("": none)
 	end     string        // COMMIT, or RELEASE SAVEPOINT name
 	abort   string        // ROLLBACK, or ROLLBACK TO SAVEPOINT name; RELEASE SAVEPOINT name
 	pending bool          // start not sent yet
@@ -83,6 +84,11 @@ func (t *connTx) sendStart(ctx context.Context) error {
 	if _, err := t.q.Exec(ctx, t.start); err != nil {
 		return err
 	}
+	if t.also != "" {
+		if _, err := t.q.Exec(ctx, t.also); err != nil {
+			return err
+		}
+	}
 	t.pending = false
 	return nil
 }
@@ -96,13 +102,18 @@ func (t *connTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 		return t.q.SendBatch(ctx, b)
 	}
 	t.pending = false
-	nb := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+1)}
+	nb := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+2)}
 	nb.Queue(t.start)
+	if t.also != "" {
+		nb.Queue(t.also)
+	}
 	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
 	br := t.q.SendBatch(ctx, nb)
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return errBatch{err}
+	for range 1 + min(len(t.also), 1) {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return errBatch{err}
+		}
 	}
 	return br
 }

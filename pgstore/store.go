@@ -48,6 +48,19 @@ type Options struct {
 	// GroupCommitters is the number of groups in flight at once, each on
 	// a connection of the pool; 2 when zero.
 	GroupCommitters int
+	// DurableClaims makes a claim (ClaimNext, ClaimBatch) wait for its
+	// WAL flush as every other write does. By default a claim made in a
+	// transaction of its own commits with synchronous_commit off: it
+	// returns without waiting for the flush, which the server makes a
+	// moment later. A claim that a server crash loses in that moment is
+	// as if it had never been made: the job is ready again, and every
+	// write through its lease is refused (ErrLeaseLost), because a lease
+	// names its execution by an id the lost claim alone had; a later
+	// durable write (a commit) flushes the claim before it, so the
+	// exactly-once commit is never at risk. What a claim rule's effects
+	// wrote through Tx shares the claim's fate. Claims made in a caller's
+	// transaction (WithTx) follow that transaction's setting.
+	DurableClaims bool
 }
 
 func (o Options) schema() string {
@@ -156,6 +169,16 @@ func (s *Store) q(ctx context.Context) querier {
 // CommitTimeout. body's error is returned as it is, after a rollback; an
 // error of the writes is mapped by fail, labelled what.
 func (s *Store) inTx(ctx context.Context, what string, body func(tx pgx.Tx) (*pgx.Batch, error)) error {
+	return s.inTxSync(ctx, what, true, body)
+}
+
+// asyncCommit is the statement a claim's own transaction begins with when
+// it need not wait for its WAL flush (see Options.DurableClaims).
+const asyncCommit = "SET LOCAL synchronous_commit = off"
+
+// inTxSync is inTx; with durable false, a transaction of the call's own
+// commits without waiting for its WAL flush.
+func (s *Store) inTxSync(ctx context.Context, what string, durable bool, body func(tx pgx.Tx) (*pgx.Batch, error)) error {
 	var tx pgx.Tx
 	own := true
 	if o := outer(ctx, s.pool); o != nil {
@@ -170,6 +193,9 @@ func (s *Store) inTx(ctx context.Context, what string, body func(tx pgx.Tx) (*pg
 		t, err := s.beginConn(ctx)
 		if err != nil {
 			return s.fail(ctx, "begin", err)
+		}
+		if !durable {
+			t.also = asyncCommit
 		}
 		tx = t
 	}
