@@ -135,16 +135,19 @@ func (a *App) ExhaustResources(ctx context.Context, id uuid.UUID, actor, reason 
 	return a.Eng.Fire(ctx, id, EventResourceExhaustion, jobstate.Call{Actor: actor, Reason: reason})
 }
 
-// Handler is the worker's handler: it decodes the job's document and
-// runs one processing attempt; the runtime reports the outcome (a result,
-// or the error to classify) and the engine decides where the job goes
-// from there.
-func Handler(process Processor) worker.Handler {
+// Handler is the worker's handler: it decodes the job's document, marks
+// the execution started, and runs one processing attempt; the runtime
+// reports the outcome (a result, or the error to classify) and the engine
+// decides where the job goes from there.
+func (a *App) Handler(process Processor) worker.Handler {
 	return worker.HandlerFunc(func(ctx context.Context, t *worker.Task) (jobstate.CommitInput, error) {
 		job := t.Job()
 		var doc Document
 		if err := json.Unmarshal(job.Payload, &doc); err != nil {
 			return jobstate.CommitInput{}, fmt.Errorf("%w: %v", ErrCorruptDocument, err)
+		}
+		if _, err := a.Eng.Start(ctx, t.Lease()); err != nil {
+			return jobstate.CommitInput{}, fmt.Errorf("start: %w", err)
 		}
 		out, err := process(ctx, doc, job.Attempt)
 		if err != nil {
@@ -163,7 +166,7 @@ func (a *App) Worker(name string, process Processor) (*worker.Worker, error) {
 		worker.WithName(name),
 		worker.WithClock(a.Clock),
 		worker.WithCommitsAhead(0),
-		worker.Handle(Machine, Handler(process), 1),
+		worker.Handle(Machine, a.Handler(process), 1),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("docproc: worker: %w", err)
