@@ -215,8 +215,6 @@ func TestDiagramArrows(t *testing.T) {
 		require.Equal(t, Queued, before.Job.State, "no sweep has run: the store still holds QUEUED")
 		_, err := f.Engine.Claim(f.ctx, jobstate.ClaimRequest{Machine: MachineName, Worker: "w1"})
 		f.unchanged(before, err, jobstate.ErrNoJob)
-		_, err = f.Worker("w1").RunOnce(f.ctx)
-		f.unchanged(before, err, jobstate.ErrNoJob)
 		_, err = f.Engine.ClaimJob(f.ctx, j.ID, jobstate.ClaimRequest{Worker: "w1"})
 		f.unchanged(before, err, jobstate.ErrNotClaimable)
 		n, err := drain(f.ctx, f.Worker("w1")) // an idle worker sweeps

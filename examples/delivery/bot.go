@@ -14,7 +14,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/jobstatetest"
 	"github.com/jobstate/jobstate/memstore"
+	"github.com/jobstate/jobstate/worker"
 )
 
 // Request is a job's payload: user UserID asked for file FileID by the
@@ -174,8 +176,9 @@ func (d *Deliveries) Count(job uuid.UUID) int {
 }
 
 // World is the bot with everything around it: the machine, an engine over
-// the in-memory store on a manual clock, the user table, the fake Yandex
-// Disk and Telegram, and the deliveries table.
+// a store (the in-memory store unless built with NewWorldOn) on a manual
+// clock, the user table, the fake Yandex Disk and Telegram, and the
+// deliveries table.
 type World struct {
 	Def        *jobstate.Definition
 	Engine     *jobstate.Engine
@@ -184,25 +187,36 @@ type World struct {
 	Disk       *Disk
 	Telegram   *Telegram
 	Deliveries *Deliveries
+	// Timers is the clock of the worker runtime's own timers. Nothing
+	// advances it: the handler heartbeats itself every HeartbeatEvery of
+	// transfer time, on Clock, as the lifecycle asks, so the runtime's
+	// heartbeats never fire and every run writes the same records.
+	Timers *jobstatetest.Clock
 }
 
 // Start is the manual clock's first reading.
 var Start = time.Date(2026, 2, 3, 9, 0, 0, 0, time.UTC)
 
-// NewWorld builds a World. Ids are sequential (see SequentialIDs) so that
-// the printed output is the same on every run.
+// NewWorld builds a World on the in-memory store. Ids are sequential (see
+// SequentialIDs) so that the printed output is the same on every run.
 func NewWorld() (*World, error) {
+	return NewWorldOn(memstore.New())
+}
+
+// NewWorldOn builds a World on store, which must be empty.
+func NewWorldOn(store jobstate.Store) (*World, error) {
 	def, err := Machine()
 	if err != nil {
 		return nil, err
 	}
 	clock := jobstate.NewManualClock(Start)
-	eng, err := jobstate.New(memstore.New(), jobstate.WithMachines(def), jobstate.WithClock(clock),
+	eng, err := jobstate.New(store, jobstate.WithMachines(def), jobstate.WithClock(clock),
 		jobstate.WithIDs(SequentialIDs()))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("delivery: engine: %w", err)
 	}
-	return &World{Def: def, Engine: eng, Clock: clock, Users: &Users{}, Disk: &Disk{}, Telegram: &Telegram{}, Deliveries: &Deliveries{}}, nil
+	return &World{Def: def, Engine: eng, Clock: clock, Users: &Users{}, Disk: &Disk{}, Telegram: &Telegram{},
+		Deliveries: &Deliveries{}, Timers: jobstatetest.NewClock(Start)}, nil
 }
 
 // Download is the bot's handler of the "Download" button's callback. The
@@ -241,10 +255,12 @@ func (w *World) Worker(name string) *Worker {
 	return &Worker{Name: name, World: w, Sleep: func(d time.Duration) { w.Clock.Advance(d) }}
 }
 
-// Worker is one delivery worker. It decides no lifecycle rule: it claims,
-// fires the lifecycle's events through its lease, heartbeats while it
+// Worker is one delivery worker. It decides no lifecycle rule: it fires
+// the lifecycle's events through its lease, heartbeats while it
 // transfers, and hands every error to the engine, whose table, guard and
-// classifier decide what follows.
+// classifier decide what follows. It runs through the worker runtime
+// (Runtime, which claims and reports the outcome), or by hand on a job
+// claimed by the caller (Process).
 type Worker struct {
 	Name string
 	*World
@@ -260,28 +276,80 @@ func (wk *Worker) Recover(ctx context.Context) (jobstate.SweepReport, error) {
 	return wk.Engine.Sweep(ctx)
 }
 
-// RunOnce claims the next due job and processes it. It returns
-// jobstate.ErrNoJob when no job is due. A QUEUED job past its TTL is not
-// due: the claim passes it over, and leaves it to the sweep to expire.
-func (wk *Worker) RunOnce(ctx context.Context) (jobstate.Job, error) {
-	c, err := wk.Engine.Claim(ctx, jobstate.ClaimRequest{Machine: MachineName, Worker: wk.Name})
+// Runtime returns the worker runtime running this worker's handler, one
+// job at a time, each job's commit ending before the next claim (so that
+// the output is the same on every run). A QUEUED job past its TTL is not
+// due: the claims pass it over, and leave it to the sweep to expire.
+func (wk *Worker) Runtime() (*worker.Worker, error) {
+	rt, err := worker.New(wk.Engine,
+		worker.WithName(wk.Name),
+		worker.WithClock(wk.Timers),
+		worker.WithCommitsAhead(0),
+		worker.Handle(MachineName, worker.HandlerFunc(func(ctx context.Context, t *worker.Task) (jobstate.CommitInput, error) {
+			return wk.deliver(ctx, t)
+		}), 1),
+	)
 	if err != nil {
-		return jobstate.Job{}, err
+		return nil, fmt.Errorf("delivery: worker: %w", err)
 	}
-	return wk.Process(ctx, c)
+	return rt, nil
 }
 
-// Process runs one claimed job: CLAIMED → DOWNLOADING → STREAMING →
-// DELIVERED under the one lease, heartbeating every N seconds while it
-// transfers. Any error is reported to the engine through Fail.
-func (wk *Worker) Process(ctx context.Context, c jobstate.Claimed) (jobstate.Job, error) {
-	var req Request
-	if err := json.Unmarshal(c.Job.Payload, &req); err != nil {
-		return wk.fail(ctx, c.Lease, jobstate.Permanent(err))
+// hold is a worker's hold on a claimed job: a *worker.Task, or a lease
+// held by hand (leaseHold).
+type hold interface {
+	Job() jobstate.Job
+	Advance(ctx context.Context, ev jobstate.Event, c jobstate.Call) (jobstate.Job, error)
+	Heartbeat(ctx context.Context) error
+}
+
+// leaseHold is a hold on a job claimed by hand.
+type leaseHold struct {
+	eng   *jobstate.Engine
+	job   jobstate.Job
+	lease jobstate.Lease
+}
+
+func (h *leaseHold) Job() jobstate.Job { return h.job }
+
+func (h *leaseHold) Advance(ctx context.Context, ev jobstate.Event, c jobstate.Call) (jobstate.Job, error) {
+	j, err := h.eng.Advance(ctx, h.lease, ev, c)
+	if err == nil {
+		h.job = j
 	}
-	lease := c.Lease
+	return j, err
+}
+
+func (h *leaseHold) Heartbeat(ctx context.Context) error {
+	l, err := h.eng.Heartbeat(ctx, h.lease)
+	if err == nil {
+		h.lease = l
+	}
+	return err
+}
+
+// Process runs one job claimed by hand (the scripted steps of tests and
+// of the crash demonstration) and reports its outcome: Succeed, or Fail
+// with the error. It returns the job as it left it.
+func (wk *Worker) Process(ctx context.Context, c jobstate.Claimed) (jobstate.Job, error) {
+	h := &leaseHold{eng: wk.Engine, job: c.Job, lease: c.Lease}
+	res, err := wk.deliver(ctx, h)
+	if err != nil {
+		return wk.fail(ctx, h.lease, err)
+	}
+	return wk.Engine.Succeed(ctx, h.lease, res)
+}
+
+// deliver runs one claimed job: CLAIMED → DOWNLOADING → STREAMING under
+// the one lease, heartbeating every N seconds while it transfers, and
+// returns the commit that moves it to DELIVERED, or the error to report.
+func (wk *Worker) deliver(ctx context.Context, h hold) (jobstate.CommitInput, error) {
+	var req Request
+	if err := json.Unmarshal(h.Job().Payload, &req); err != nil {
+		return jobstate.CommitInput{}, jobstate.Permanent(err)
+	}
 	args := DownloadArgs{User: wk.Users.Status(req.UserID)}
-	if _, err := wk.Engine.Advance(ctx, lease, StartDownload, jobstate.Call{Args: args}); err != nil {
+	if _, err := h.Advance(ctx, StartDownload, jobstate.Call{Args: args}); err != nil {
 		// A refusal by the guard (attempt 3, a user who is not ACTIVE) is
 		// reported as the guard's own error, which the classifier calls
 		// non-retryable: CLAIMED → FAILED.
@@ -289,52 +357,50 @@ func (wk *Worker) Process(ctx context.Context, c jobstate.Claimed) (jobstate.Job
 		if errors.As(err, &te) && errors.Is(err, jobstate.ErrGuardRefused) && te.Cause != nil {
 			err = te.Cause
 		}
-		return wk.fail(ctx, lease, err)
+		return jobstate.CommitInput{}, err
 	}
 	f, err := wk.Disk.Stat(req.FileID)
 	if err == nil && f.Size > MaxFileSize {
 		err = &TooBigError{Name: f.Name, Size: f.Size}
 	}
 	if err == nil {
-		lease, err = wk.transfer(ctx, lease, f.Transfer, func() error { return wk.Disk.Download(req.FileID) })
+		err = wk.transfer(ctx, h, f.Transfer, func() error { return wk.Disk.Download(req.FileID) })
 	}
 	if err != nil {
-		return wk.fail(ctx, lease, err)
+		return jobstate.CommitInput{}, err
 	}
-	if _, err := wk.Engine.Advance(ctx, lease, StreamToLocalAPI, jobstate.Call{}); err != nil {
-		return wk.fail(ctx, lease, err)
+	if _, err := h.Advance(ctx, StreamToLocalAPI, jobstate.Call{}); err != nil {
+		return jobstate.CommitInput{}, err
 	}
 	var msg int64
-	lease, err = wk.transfer(ctx, lease, f.Transfer, func() (err error) { msg, err = wk.Telegram.Upload(req.FileID); return err })
+	err = wk.transfer(ctx, h, f.Transfer, func() (err error) { msg, err = wk.Telegram.Upload(req.FileID); return err })
 	if err != nil {
-		return wk.fail(ctx, lease, err)
+		return jobstate.CommitInput{}, err
 	}
 	// telegram_ack: the delivery is recorded exactly once, atomically with
 	// STREAMING → DELIVERED, dated by that write (the effect sees the job
 	// as the commit writes it).
-	return wk.Engine.Succeed(ctx, lease, jobstate.CommitInput{
+	return jobstate.CommitInput{
 		Result: []byte(fmt.Sprintf(`{"message_id":%d}`, msg)),
 		Effect: func(_ context.Context, j jobstate.Job) error {
 			wk.Deliveries.add(Delivery{JobID: j.ID, UserID: req.UserID, FileID: req.FileID, Message: msg, At: j.UpdatedAt})
 			return nil
 		},
-	})
+	}, nil
 }
 
-// transfer spends d on a transfer, renewing the lease every HeartbeatEvery,
-// then ends it with done. It returns the renewed lease.
-func (wk *Worker) transfer(ctx context.Context, lease jobstate.Lease, d time.Duration, done func() error) (jobstate.Lease, error) {
+// transfer spends d on a transfer, renewing the lease every
+// HeartbeatEvery, then ends it with done.
+func (wk *Worker) transfer(ctx context.Context, h hold, d time.Duration, done func() error) error {
 	for d > 0 {
 		step := min(d, HeartbeatEvery)
 		wk.Sleep(step)
 		d -= step
-		l, err := wk.Engine.Heartbeat(ctx, lease)
-		if err != nil {
-			return lease, err
+		if err := h.Heartbeat(ctx); err != nil {
+			return err
 		}
-		lease = l
 	}
-	return lease, done()
+	return done()
 }
 
 // fail reports err to the engine, which classifies it and retries or fails

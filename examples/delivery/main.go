@@ -1,13 +1,17 @@
-// Command delivery runs the file delivery bot on the in-memory store: a Telegram bot that downloads a file from Yandex Disk and streams
-// it to the user through a local Bot API server. It shows a delivery (with
-// its callback repeated), a delivery retried after a 5xx and a 429, two
-// permanent failures (a file too big, a blocked user), a cancel, a TTL
-// expiry, the "stuck" view of /status, and the recovery sweep a worker runs
-// at start after another worker crashed holding three jobs.
+// Command delivery runs the file delivery bot, its workers on the worker
+// runtime, on the in-memory store or on PostgreSQL: a Telegram bot that
+// downloads a file from Yandex Disk and streams it to the user through a
+// local Bot API server. It shows a delivery (with its callback repeated),
+// a delivery retried after a 5xx and a 429, two permanent failures (a
+// file too big, a blocked user), a cancel, a TTL expiry, the "stuck" view
+// of /status, and the recovery sweep a worker runs at start after another
+// worker crashed holding three jobs.
 //
 //	go run ./examples/delivery
+//	go run ./examples/delivery -store postgres [-database-url URL]
 //
-// Time is a manual clock: transfers, heartbeats, backoffs and the TTL pass
+// With -store postgres and no -database-url (nor JOBSTATE_DATABASE_URL)
+// it starts a throwaway PostgreSQL cluster for the run. Time is a manual clock: transfers, heartbeats, backoffs and the TTL pass
 // without waiting.
 package main
 
@@ -24,19 +28,23 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/examples/internal/exstore"
 )
 
 // main runs the demonstration and prints it to standard output.
 func main() {
-	if err := run(context.Background(), os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "delivery:", err)
-		os.Exit(1)
-	}
+	exstore.Main("delivery", nil, func(ctx context.Context, b *exstore.Backend) error {
+		return run(ctx, os.Stdout, b)
+	})
 }
 
 // run sets up users and files, then runs each section in turn on one World.
-func run(ctx context.Context, out io.Writer) error {
-	w, err := NewWorld()
+func run(ctx context.Context, out io.Writer, b *exstore.Backend) error {
+	store, err := b.NewStore(ctx)
+	if err != nil {
+		return err
+	}
+	w, err := NewWorldOn(store)
 	if err != nil {
 		return err
 	}
@@ -195,6 +203,12 @@ func stuckAndRecovery(ctx context.Context, w *World, out io.Writer) error {
 	}
 	photo, song, slides := ids[0], ids[1], ids[2]
 
+	// This section is scripted step by step, with the engine's calls made
+	// by hand rather than through the worker runtime, so as to leave
+	// worker-1's three jobs in the states a crash would (the runtime would
+	// finish or give them back). worker-2's recovery and delivery then run
+	// through the runtime (drain).
+	//
 	// slides.pdf has already failed twice (transient 502s) before the crash.
 	for i := 0; i < 2; i++ {
 		w.Disk.Fail("slides.pdf", &HTTPError{Service: "yandex disk", Status: http.StatusBadGateway})
@@ -286,24 +300,26 @@ func stuckAndRecovery(ctx context.Context, w *World, out io.Writer) error {
 	return nil
 }
 
-// drain runs the worker until every job is terminal, letting time pass
-// (one second per idle poll) while jobs wait out a backoff. An idle worker
-// runs the sweep, the periodic housekeeping that expires QUEUED jobs past
-// their TTL (which no claim takes) and takes back jobs whose lease lapsed.
-// It returns how many jobs it processed.
+// drain runs the worker, through the worker runtime, until every job is
+// terminal, letting time pass (one second per idle poll) while jobs wait
+// out a backoff. The runtime's Drain claims and runs the due jobs, and
+// when none is due runs the sweep, the periodic housekeeping that expires
+// QUEUED jobs past their TTL (which no claim takes) and takes back jobs
+// whose lease lapsed. It returns how many jobs it processed.
 func drain(ctx context.Context, wk *Worker) (int, error) {
+	rt, err := wk.Runtime()
+	if err != nil {
+		return 0, err
+	}
 	n := 0
-	for idle := 0; idle < 3600; {
-		_, err := wk.RunOnce(ctx)
-		switch {
-		case err == nil:
-			n++
+	for idle := 0; idle < 3600; idle++ {
+		got, err := rt.Drain(ctx, 0)
+		n += got
+		if err != nil {
+			return n, fmt.Errorf("drain: %w", err)
+		}
+		if got > 0 {
 			idle = 0
-			continue
-		case errors.Is(err, jobstate.ErrLeaseLost), errors.Is(err, jobstate.ErrAlreadyCommitted):
-			continue // the job is no longer this worker's; the engine has it
-		case !errors.Is(err, jobstate.ErrNoJob):
-			return n, err
 		}
 		counts, err := wk.Engine.Counts(ctx, MachineName)
 		if err != nil {
@@ -312,11 +328,7 @@ func drain(ctx context.Context, wk *Worker) (int, error) {
 		if counts[Queued]+counts[Claimed]+counts[Downloading]+counts[Streaming] == 0 {
 			return n, nil
 		}
-		if _, err := wk.Engine.Sweep(ctx); err != nil {
-			return n, err
-		}
 		wk.Sleep(time.Second)
-		idle++
 	}
 	return n, errors.New("jobs still waiting after an hour")
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
+	"net/http"
 	"testing"
 	"time"
 
@@ -12,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/examples/internal/exstore"
 	"github.com/jobstate/jobstate/internal/doccheck"
+	"github.com/jobstate/jobstate/jobstatetest"
 )
 
 // fixture is one World under test, on its manual clock, with users alice
@@ -180,8 +184,31 @@ func TestTableIsTheLifecycleDiagram(t *testing.T) {
 // TestRunPrintsTheDemonstration runs the program and checks its key lines.
 func TestRunPrintsTheDemonstration(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), &out))
-	s := out.String()
+	require.NoError(t, runOn(&out, exstore.Config{Store: exstore.Memory}))
+	checkDemonstration(t, out.String())
+}
+
+// TestMainOnPostgreSQL runs the demonstration on PostgreSQL (a throwaway
+// cluster, or JOBSTATE_DATABASE_URL's server) and checks that it prints
+// what it prints on the in-memory store.
+func TestMainOnPostgreSQL(t *testing.T) {
+	url := exstore.TestDatabase(t)
+	var mem, pg bytes.Buffer
+	require.NoError(t, runOn(&mem, exstore.Config{Store: exstore.Memory}))
+	require.NoError(t, runOn(&pg, exstore.Config{Store: exstore.Postgres, DatabaseURL: url}))
+	checkDemonstration(t, pg.String())
+	assert.Equal(t, mem.String(), pg.String())
+}
+
+// runOn runs the demonstration on the store cfg names.
+func runOn(out io.Writer, cfg exstore.Config) error {
+	ctx := context.Background()
+	return exstore.With(ctx, cfg, func(b *exstore.Backend) error { return run(ctx, out, b) })
+}
+
+// checkDemonstration checks the key lines of the demonstration's output.
+func checkDemonstration(t *testing.T, s string) {
+	t.Helper()
 	for _, want := range []string{
 		"job #1 queued; the same callback again: job #1 (existing: true)",
 		"job #1: report.pdf for alice: DELIVERED, attempt 0, 1 execution(s)",
@@ -217,4 +244,31 @@ func TestDiagramIsCurrent(t *testing.T) {
 	def, err := Machine()
 	require.NoError(t, err)
 	doccheck.Diagram(t, docPath, def, *update)
+}
+
+// TestRuntimeDelivers runs the worker's handler through the worker runtime
+// (jobstatetest.Env.Drain): a delivery, a retried one, and a permanent
+// failure, each job's execution committed once and its delivery recorded
+// once.
+func TestRuntimeDelivers(t *testing.T) {
+	f := newFixture(t)
+	env := &jobstatetest.Env{T: t, Ctx: f.ctx, Clock: f.Timers, Engine: f.Engine}
+	f.Disk.Fail("film.mkv", &HTTPError{Service: "yandex disk", Status: http.StatusServiceUnavailable})
+	doc := f.queue("alice", "doc.pdf", "n1")
+	film := f.queue("alice", "film.mkv", "n2")
+	huge := f.queue("alice", "huge.iso", "n3")
+	rt, err := f.Worker("w1").Runtime()
+	require.NoError(t, err)
+	assert.Equal(t, 3, env.Drain(rt), "each job once; film.mkv waits out its backoff")
+	env.AssertState(doc.ID, Delivered)
+	env.AssertState(film.ID, Queued)
+	env.AssertState(huge.ID, Failed)
+	f.due(film.ID)
+	assert.Equal(t, 1, env.Drain(rt))
+	for _, id := range []uuid.UUID{doc.ID, film.ID} {
+		env.AssertState(id, Delivered)
+		env.AssertCommittedOnce(id)
+		assert.Equal(t, 1, f.Deliveries.Count(id))
+	}
+	env.AssertPath(huge.ID, Queued, Claimed, Downloading, Failed)
 }

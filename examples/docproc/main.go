@@ -1,8 +1,12 @@
-// Command docproc runs document processing jobs on the
-// in-memory store and prints the lifecycle's four example traces, each with
+// Command docproc runs document processing jobs through the worker
+// runtime, on the in-memory store or on PostgreSQL, and prints the lifecycle's four example traces, each with
 // its timings and the job's metadata:
 //
 //	go run ./examples/docproc
+//	go run ./examples/docproc -store postgres [-database-url URL]
+//
+// With -store postgres and no -database-url (nor JOBSTATE_DATABASE_URL)
+// it starts a throwaway PostgreSQL cluster for the run.
 //
 // The machine is the lifecycle's table (CREATED, QUEUED, RUNNING, RETRYING,
 // SUCCEEDED, FAILED); errors are classified by the lifecycle's lists of
@@ -12,8 +16,8 @@
 // delays pass instantly and the timings are exact.
 //
 // The files: machine.go declares the machine and its error classes,
-// service.go is the service (the engine, its API, the worker and the
-// traces), main.go prints the demonstration.
+// service.go is the service (the engine, its API, the worker's handler
+// and the traces), main.go prints the demonstration.
 package main
 
 import (
@@ -26,25 +30,29 @@ import (
 	"time"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/examples/internal/exstore"
 )
 
 // main runs the demonstration on standard output.
 func main() {
-	if err := run(context.Background(), os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "docproc:", err)
-		os.Exit(1)
-	}
+	exstore.Main("docproc", nil, func(ctx context.Context, b *exstore.Backend) error {
+		return run(ctx, os.Stdout, b)
+	})
 }
 
 // run replays the lifecycle's four example traces and prints each with the
 // job's metadata.
-func run(ctx context.Context, out io.Writer) error {
+func run(ctx context.Context, out io.Writer, b *exstore.Backend) error {
 	start := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	fmt.Fprintf(out, "Document processing on the in-memory store: maxRetries %d, fixed %s backoff.\n", MaxRetries, RetryDelay)
+	fmt.Fprintf(out, "Document processing on %s: maxRetries %d, fixed %s backoff.\n", b.Describe(), MaxRetries, RetryDelay)
 	fmt.Fprintf(out, "Each attempt takes %s; an idle worker looks again every %s.\n", WorkTime, IdleWait)
 	for i, tr := range Traces {
 		// Each trace on its own service, from the same clock reading.
-		a, err := NewApp(start, jobstate.WithIDs(SeqIDs()))
+		store, err := b.NewStore(ctx)
+		if err != nil {
+			return err
+		}
+		a, err := NewAppOn(store, start, jobstate.WithIDs(SeqIDs()))
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/examples/internal/exstore"
 	"github.com/jobstate/jobstate/internal/doccheck"
+	"github.com/jobstate/jobstate/jobstatetest"
+	"github.com/jobstate/jobstate/memstore"
 )
 
 // update rewrites the diagram in docs/examples/docproc.md.
@@ -30,19 +34,33 @@ var allEvents = []jobstate.Event{
 	jobstate.EventRequeue, jobstate.EventExhaust, jobstate.EventAbandon, jobstate.EventExpire, jobstate.EventCancel,
 }
 
-// harness is a fresh service for one test, with helpers that drive jobs.
+// harness is a fresh service for one test, with helpers that drive jobs,
+// and the jobstatetest helpers on its engine and clock.
 type harness struct {
 	t   *testing.T
 	ctx context.Context
+	env *jobstatetest.Env
 	*App
 }
 
-// newHarness returns a fresh service on a manual clock at epoch.
+// newHarness returns a fresh service on the in-memory store and a manual
+// clock at epoch.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	app, err := NewApp(epoch)
+	store := memstore.New()
+	app, err := NewAppOn(store, epoch)
 	require.NoError(t, err)
-	return &harness{t: t, ctx: context.Background(), App: app}
+	env := &jobstatetest.Env{T: t, Ctx: context.Background(), Clock: app.Clock, Store: store, Engine: app.Eng}
+	return &harness{t: t, ctx: env.Ctx, env: env, App: app}
+}
+
+// drain runs a worker with process on the due jobs until none is due
+// (jobstatetest.Env.Drain) and returns how many it ran.
+func (h *harness) drain(process Processor) int {
+	h.t.Helper()
+	w, err := h.Worker("worker-1", process)
+	require.NoError(h.t, err)
+	return h.env.Drain(w)
 }
 
 // get reads a job from the store.
@@ -221,8 +239,42 @@ func TestStates(t *testing.T) {
 // four traces.
 func TestMainPrintsTraces(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), &out))
-	s := out.String()
+	require.NoError(t, runOn(&out, exstore.Config{Store: exstore.Memory}))
+	checkTraces(t, out.String())
+}
+
+// TestMainOnPostgreSQL runs the demonstration on PostgreSQL (a throwaway
+// cluster, or JOBSTATE_DATABASE_URL's server) and checks that it prints
+// what it prints on the in-memory store.
+func TestMainOnPostgreSQL(t *testing.T) {
+	url := exstore.TestDatabase(t)
+	var mem, pg bytes.Buffer
+	require.NoError(t, runOn(&mem, exstore.Config{Store: exstore.Memory}))
+	require.NoError(t, runOn(&pg, exstore.Config{Store: exstore.Postgres, DatabaseURL: url}))
+	checkTraces(t, pg.String())
+	assert.Equal(t, strings.Replace(mem.String(), "the in-memory store", "PostgreSQL", 1), pg.String())
+}
+
+// TestFlags checks that bad flags are refused with an error, not run.
+func TestFlags(t *testing.T) {
+	var stderr bytes.Buffer
+	_, err := exstore.Parse("docproc", []string{"-store", "sqlite"}, &stderr, nil)
+	require.Error(t, err)
+	assert.Contains(t, stderr.String(), `-store "sqlite": want memory or postgres`)
+	cfg, err := exstore.Parse("docproc", []string{"-store", "postgres", "-database-url", "postgres://x"}, &stderr, nil)
+	require.NoError(t, err)
+	assert.Equal(t, exstore.Config{Store: exstore.Postgres, DatabaseURL: "postgres://x"}, cfg)
+}
+
+// runOn runs the demonstration on the store cfg names.
+func runOn(out io.Writer, cfg exstore.Config) error {
+	ctx := context.Background()
+	return exstore.With(ctx, cfg, func(b *exstore.Backend) error { return run(ctx, out, b) })
+}
+
+// checkTraces checks that out holds the four traces.
+func checkTraces(t *testing.T, s string) {
+	t.Helper()
 	for i, tr := range Traces {
 		assert.Contains(t, s, fmt.Sprintf("%d. %s (%s)", i+1, tr.Name, tr.Document.Name))
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,7 +11,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/jobstatetest"
 	"github.com/jobstate/jobstate/memstore"
+	"github.com/jobstate/jobstate/worker"
 )
 
 // Document is a job's payload.
@@ -75,27 +76,33 @@ func MetadataOf(job jobstate.Job) Metadata {
 	return m
 }
 
-// App is the document processing service: the engine over the in-memory
-// store, on a manual clock.
+// App is the document processing service: the engine over a store (the
+// in-memory store unless built with NewAppOn), on a manual clock that
+// also drives the worker runtime's timers.
 type App struct {
 	Def   *jobstate.Definition
 	Eng   *jobstate.Engine
-	Store *memstore.Store
-	Clock *jobstate.ManualClock
+	Store jobstate.Store
+	Clock *jobstatetest.Clock
 }
 
-// NewApp builds the service with its clock at start and the engine options
-// given (such as jobstate.WithIDs).
+// NewApp builds the service on the in-memory store with its clock at start
+// and the engine options given (such as jobstate.WithIDs).
 func NewApp(start time.Time, opts ...jobstate.Option) (*App, error) {
+	return NewAppOn(memstore.New(), start, opts...)
+}
+
+// NewAppOn builds the service on store with its clock at start and the
+// engine options given.
+func NewAppOn(store jobstate.Store, start time.Time, opts ...jobstate.Option) (*App, error) {
 	def, err := NewDefinition()
 	if err != nil {
 		return nil, err
 	}
-	clock := jobstate.NewManualClock(start)
-	store := memstore.New()
+	clock := jobstatetest.NewClock(start)
 	eng, err := jobstate.New(store, append([]jobstate.Option{jobstate.WithMachines(def), jobstate.WithClock(clock)}, opts...)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("docproc: engine: %w", err)
 	}
 	return &App{Def: def, Eng: eng, Store: store, Clock: clock}, nil
 }
@@ -128,34 +135,43 @@ func (a *App) ExhaustResources(ctx context.Context, id uuid.UUID, actor, reason 
 	return a.Eng.Fire(ctx, id, EventResourceExhaustion, jobstate.Call{Actor: actor, Reason: reason})
 }
 
-// Work is one attempt by a worker: claim the next due job, process it, and
-// report the outcome; the engine decides where the job goes from there.
-// jobstate.ErrNoJob when nothing is due.
-func (a *App) Work(ctx context.Context, worker string, process Processor) (jobstate.Job, error) {
-	c, err := a.Eng.Claim(ctx, jobstate.ClaimRequest{Machine: Machine, Worker: worker})
-	if err != nil {
-		return jobstate.Job{}, err
-	}
-	var doc Document
-	if err := json.Unmarshal(c.Job.Payload, &doc); err != nil {
-		return a.Eng.Fail(ctx, c.Lease, fmt.Errorf("%w: %v", ErrCorruptDocument, err))
-	}
-	if _, err := a.Eng.Start(ctx, c.Lease); err != nil {
-		return jobstate.Job{}, err
-	}
-	out, err := process(ctx, doc, c.Job.Attempt)
-	if err != nil {
-		return a.Eng.Fail(ctx, c.Lease, err)
-	}
-	return a.Eng.Succeed(ctx, c.Lease, jobstate.CommitInput{Result: out})
+// Handler is the worker's handler: it decodes the job's document, marks
+// the execution started, and runs one processing attempt; the runtime
+// reports the outcome (a result, or the error to classify) and the engine
+// decides where the job goes from there.
+func (a *App) Handler(process Processor) worker.Handler {
+	return worker.HandlerFunc(func(ctx context.Context, t *worker.Task) (jobstate.CommitInput, error) {
+		job := t.Job()
+		var doc Document
+		if err := json.Unmarshal(job.Payload, &doc); err != nil {
+			return jobstate.CommitInput{}, fmt.Errorf("%w: %v", ErrCorruptDocument, err)
+		}
+		if _, err := a.Eng.Start(ctx, t.Lease()); err != nil {
+			return jobstate.CommitInput{}, fmt.Errorf("start: %w", err)
+		}
+		out, err := process(ctx, doc, job.Attempt)
+		if err != nil {
+			return jobstate.CommitInput{}, err
+		}
+		return jobstate.CommitInput{Result: out}, nil
+	})
 }
 
-// Tick lets d pass on the clock and runs the engine's sweep, which moves
-// RETRYING jobs whose delay has elapsed back to QUEUED.
-func (a *App) Tick(ctx context.Context, d time.Duration) error {
-	a.Clock.Advance(d)
-	_, err := a.Eng.Sweep(ctx)
-	return err
+// Worker returns a worker named name that runs process on the service's
+// jobs, one at a time, on the service's clock; each job's commit ends
+// before the next job is claimed, so that the traces are the same on
+// every run.
+func (a *App) Worker(name string, process Processor) (*worker.Worker, error) {
+	w, err := worker.New(a.Eng,
+		worker.WithName(name),
+		worker.WithClock(a.Clock),
+		worker.WithCommitsAhead(0),
+		worker.Handle(Machine, a.Handler(process), 1),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("docproc: worker: %w", err)
+	}
+	return w, nil
 }
 
 // Trace is one of the lifecycle's example traces: a document and the outcome of
@@ -174,9 +190,14 @@ var Traces = []Trace{
 	{"Non-Retryable Failure", Document{"broken.doc"}, []error{ErrUnsupportedFormat}},
 }
 
+// Advancer is a manual clock.
+type Advancer interface {
+	Advance(d time.Duration) time.Time
+}
+
 // Scripted returns a processor that takes WorkTime on clock and then ends
 // attempt n with outcomes[n-1] (the last one repeating).
-func Scripted(clock *jobstate.ManualClock, outcomes []error) Processor {
+func Scripted(clock Advancer, outcomes []error) Processor {
 	return func(_ context.Context, doc Document, attempt int) ([]byte, error) {
 		clock.Advance(WorkTime)
 		if err := outcomes[min(attempt, len(outcomes))-1]; err != nil {
@@ -186,8 +207,10 @@ func Scripted(clock *jobstate.ManualClock, outcomes []error) Processor {
 	}
 }
 
-// RunTrace creates and submits the trace's document, then works the queue
-// until the job has ended, and returns the job and its history.
+// RunTrace creates and submits the trace's document, then lets a worker
+// work the queue (worker.Worker.Drain) until the job has ended, an idle
+// worker looking again every IdleWait, and returns the job and its
+// history.
 func RunTrace(ctx context.Context, a *App, tr Trace) (jobstate.Job, []jobstate.Transition, error) {
 	job, err := a.CreateJob(ctx, tr.Document, "alice")
 	if err != nil {
@@ -196,18 +219,23 @@ func RunTrace(ctx context.Context, a *App, tr Trace) (jobstate.Job, []jobstate.T
 	if _, err := a.Submit(ctx, job.ID, "alice"); err != nil {
 		return job, nil, err
 	}
-	process := Scripted(a.Clock, tr.Attempts)
-	for !job.Terminal() {
-		_, err := a.Work(ctx, "worker-1", process)
-		if errors.Is(err, jobstate.ErrNoJob) {
-			err = a.Tick(ctx, IdleWait)
-		}
-		if err != nil {
-			return job, nil, err
+	w, err := a.Worker("worker-1", Scripted(a.Clock, tr.Attempts))
+	if err != nil {
+		return job, nil, err
+	}
+	for {
+		// Drain runs the due jobs and sweeps (moving RETRYING jobs whose
+		// delay has elapsed back to QUEUED) until nothing is due.
+		if _, err := w.Drain(ctx, 0); err != nil {
+			return job, nil, fmt.Errorf("docproc: drain: %w", err)
 		}
 		if job, err = a.Eng.Get(ctx, job.ID); err != nil {
 			return job, nil, err
 		}
+		if job.Terminal() {
+			break
+		}
+		a.Clock.Advance(IdleWait)
 	}
 	hist, err := a.Eng.History(ctx, job.ID)
 	return job, hist, err

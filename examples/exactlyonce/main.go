@@ -1,5 +1,5 @@
 // Command exactlyonce runs the exactly-once execution model on the
-// in-memory store. The job (PENDING, RUNNING, SUCCEEDED, FAILED) is a
+// in-memory store or on PostgreSQL. The job (PENDING, RUNNING, SUCCEEDED, FAILED) is a
 // projection of its executions (LEASED, IN_PROGRESS, COMMITTED, DONE,
 // ABORTED); the side effect, a credit to the example's ledger, runs only
 // inside the engine's commit boundary. It shows:
@@ -16,8 +16,17 @@
 // checking that the state is the projection of the executions.
 //
 //	go run ./examples/exactlyonce
+//	go run ./examples/exactlyonce -store postgres [-database-url URL]
 //
-// Time is a manual clock, so leases expire without waiting.
+// With -store postgres and no -database-url (nor JOBSTATE_DATABASE_URL)
+// it starts a throwaway PostgreSQL cluster for the run. Time is a manual
+// clock, so leases expire without waiting.
+//
+// The scenarios stage crashes, stalls and duplicate deliveries, so worker
+// A's steps (and, in scenario 1, each execution status in turn) are the
+// engine's calls made one at a time, where the worker runtime would run
+// them in one go; a worker that simply runs the job (B in scenario 3)
+// runs through the runtime (Worker.Run).
 package main
 
 import (
@@ -32,18 +41,19 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/examples/internal/exstore"
 )
 
 // main runs the four scenarios and prints them to standard output.
 func main() {
-	if err := run(context.Background(), os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "exactlyonce:", err)
-		os.Exit(1)
-	}
+	exstore.Main("exactlyonce", nil, func(ctx context.Context, b *exstore.Backend) error {
+		return run(ctx, os.Stdout, b)
+	})
 }
 
-// run runs every scenario, each in a fresh World, and prints them to out.
-func run(ctx context.Context, out io.Writer) error {
+// run runs every scenario, each in a fresh World on a store of its own,
+// and prints them to out.
+func run(ctx context.Context, out io.Writer, b *exstore.Backend) error {
 	scenarios := []struct {
 		title string
 		fn    func(ctx context.Context, w *World, out io.Writer) (uuid.UUID, error)
@@ -58,7 +68,11 @@ func run(ctx context.Context, out io.Writer) error {
 			fmt.Fprintln(out)
 		}
 		fmt.Fprintf(out, "== %s ==\n", s.title)
-		w, err := NewWorld()
+		store, err := b.NewStore(ctx)
+		if err != nil {
+			return err
+		}
+		w, err := NewWorldOn(store)
 		if err != nil {
 			return err
 		}
@@ -79,7 +93,10 @@ func run(ctx context.Context, out io.Writer) error {
 	return nil
 }
 
-// happyPath runs one payout through every execution status.
+// happyPath runs one payout through every execution status. Its steps are
+// the engine's calls made one at a time, so that each status (LEASED,
+// IN_PROGRESS, COMMITTED, DONE) is seen: the worker runtime would commit
+// and finish in one write.
 func happyPath(ctx context.Context, w *World, out io.Writer) (uuid.UUID, error) {
 	job, err := w.Submit(ctx, Payout{Account: "acct-1", Amount: 1000})
 	if err != nil {
@@ -209,8 +226,9 @@ var errKilled = errors.New("worker killed")
 
 // killedWorker runs worker A in a goroutine, kills it (cancels its
 // context) while it prepares, and abandons it: nobody waits for it before
-// recovery. The sweep aborts A's execution once the lease expires; B
-// retries the job and commits. A's dying attempt to commit with its dead
+// recovery. A's steps are scripted, so that it dies exactly there. The
+// sweep aborts A's execution once the lease expires; B retries the job
+// through the worker runtime and commits. A's dying attempt to commit with its dead
 // context is refused.
 func killedWorker(ctx context.Context, w *World, out io.Writer) (uuid.UUID, error) {
 	job, err := w.Submit(ctx, Payout{Account: "acct-3", Amount: 700})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
 	"testing"
 
 	"github.com/google/uuid"
@@ -11,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/examples/internal/exstore"
 	"github.com/jobstate/jobstate/internal/doccheck"
+	"github.com/jobstate/jobstate/jobstatetest"
 )
 
 // fixture is one World under test, on its manual clock.
@@ -153,8 +156,31 @@ func TestTableIsTheLifecycleJobMachine(t *testing.T) {
 // TestRunPrintsTheScenarios runs the program and checks its key lines.
 func TestRunPrintsTheScenarios(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), &out))
-	s := out.String()
+	require.NoError(t, runOn(&out, exstore.Config{Store: exstore.Memory}))
+	checkScenarios(t, out.String())
+}
+
+// TestMainOnPostgreSQL runs the scenarios on PostgreSQL (a throwaway
+// cluster, or JOBSTATE_DATABASE_URL's server) and checks that they print
+// what they print on the in-memory store.
+func TestMainOnPostgreSQL(t *testing.T) {
+	url := exstore.TestDatabase(t)
+	var mem, pg bytes.Buffer
+	require.NoError(t, runOn(&mem, exstore.Config{Store: exstore.Memory}))
+	require.NoError(t, runOn(&pg, exstore.Config{Store: exstore.Postgres, DatabaseURL: url}))
+	checkScenarios(t, pg.String())
+	assert.Equal(t, mem.String(), pg.String())
+}
+
+// runOn runs the scenarios on the store cfg names.
+func runOn(out io.Writer, cfg exstore.Config) error {
+	ctx := context.Background()
+	return exstore.With(ctx, cfg, func(b *exstore.Backend) error { return run(ctx, out, b) })
+}
+
+// checkScenarios checks the key lines of the scenarios' output.
+func checkScenarios(t *testing.T, s string) {
+	t.Helper()
 	for _, want := range []string{
 		"A commits: the credit is written at the boundary",
 		"A wakes and commits: refused",
@@ -182,4 +208,32 @@ func TestDiagramIsCurrent(t *testing.T) {
 	def, err := Machine()
 	require.NoError(t, err)
 	doccheck.Diagram(t, docPath, def, *update)
+}
+
+// TestRuntimeCommitsOnce runs payouts through the worker runtime
+// (jobstatetest.Env.Drain): each valid one committed once and credited
+// once, an invalid one failed with nothing credited.
+func TestRuntimeCommitsOnce(t *testing.T) {
+	f := newFixture(t)
+	env := &jobstatetest.Env{T: t, Ctx: f.ctx, Clock: f.Clock, Engine: f.Engine}
+	var ok []uuid.UUID
+	for i := 1; i <= 3; i++ {
+		j, err := f.Submit(f.ctx, Payout{Account: "acct-1", Amount: int64(100 * i)})
+		require.NoError(t, err)
+		ok = append(ok, j.ID)
+	}
+	bad, err := f.Submit(f.ctx, Payout{Account: "acct-1", Amount: -5})
+	require.NoError(t, err)
+	rt, err := f.Worker("A").Runtime()
+	require.NoError(t, err)
+	assert.Equal(t, 4, env.Drain(rt))
+	for _, id := range ok {
+		env.AssertState(id, Succeeded)
+		env.AssertCommittedOnce(id)
+		assert.Equal(t, 1, f.Ledger.Applied(id))
+	}
+	env.AssertState(bad.ID, Failed)
+	assert.Zero(t, f.Ledger.Applied(bad.ID))
+	assert.Equal(t, int64(600), f.Ledger.Balance("acct-1"))
+	assert.Zero(t, env.Drain(rt), "nothing left to run")
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/jobstatetest"
 	"github.com/jobstate/jobstate/memstore"
+	"github.com/jobstate/jobstate/worker"
 )
 
 // Payout is a job's payload: credit Amount cents to Account. Crediting is
@@ -106,29 +108,35 @@ func (l *Ledger) Balance(account string) int64 {
 	return sum
 }
 
-// World is one running system: the machine, an engine over the in-memory
-// store driven by a manual clock, and the ledger.
+// World is one running system: the machine, an engine over a store (the
+// in-memory store unless built with NewWorldOn) driven by a manual clock,
+// which also drives the worker runtime's timers, and the ledger.
 type World struct {
 	Def    *jobstate.Definition
 	Engine *jobstate.Engine
-	Clock  *jobstate.ManualClock
+	Clock  *jobstatetest.Clock
 	Ledger *Ledger
 }
 
 // Start is the manual clock's first reading.
 var Start = time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
 
-// NewWorld builds a World. Ids are sequential (see SequentialIDs) so that
-// the printed output is the same on every run.
+// NewWorld builds a World on the in-memory store. Ids are sequential (see
+// SequentialIDs) so that the printed output is the same on every run.
 func NewWorld() (*World, error) {
+	return NewWorldOn(memstore.New())
+}
+
+// NewWorldOn builds a World on store, which must be empty.
+func NewWorldOn(store jobstate.Store) (*World, error) {
 	def, err := Machine()
 	if err != nil {
 		return nil, err
 	}
-	clock := jobstate.NewManualClock(Start)
-	eng, err := jobstate.New(memstore.New(), jobstate.WithMachines(def), jobstate.WithClock(clock), jobstate.WithIDs(SequentialIDs()))
+	clock := jobstatetest.NewClock(Start)
+	eng, err := jobstate.New(store, jobstate.WithMachines(def), jobstate.WithClock(clock), jobstate.WithIDs(SequentialIDs()))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("exactlyonce: engine: %w", err)
 	}
 	return &World{Def: def, Engine: eng, Clock: clock, Ledger: &Ledger{}}, nil
 }
@@ -149,7 +157,10 @@ func (w *World) Worker(name string) *Worker { return &Worker{Name: name, world: 
 // Worker is one process running payout jobs. It decides no lifecycle rule:
 // it asks the engine for a lease, marks its execution started, prepares,
 // commits its effect through the engine and finishes; the engine says
-// whether each step is allowed.
+// whether each step is allowed. Run does all that through the worker
+// runtime (Handler is its handler); the other methods are the single
+// steps, which the scenarios and tests that stage a crash or a duplicate
+// delivery call one at a time.
 type Worker struct {
 	Name  string
 	world *World
@@ -178,18 +189,28 @@ func (wk *Worker) Start(ctx context.Context, lease jobstate.Lease) error {
 // job has committed. A refusal applies nothing. The effect sees the job as
 // the commit writes it, and dates the credit with it.
 func (wk *Worker) Commit(ctx context.Context, lease jobstate.Lease, r Receipt) error {
-	result, err := json.Marshal(r)
+	in, err := wk.commitInput(lease, r)
 	if err != nil {
 		return err
 	}
-	_, err = wk.world.Engine.Commit(ctx, lease, jobstate.CommitInput{
+	_, err = wk.world.Engine.Commit(ctx, lease, in)
+	return err
+}
+
+// commitInput is the commit of receipt r by the lease's execution: the
+// result, and the ledger credit as its effect.
+func (wk *Worker) commitInput(lease jobstate.Lease, r Receipt) (jobstate.CommitInput, error) {
+	result, err := json.Marshal(r)
+	if err != nil {
+		return jobstate.CommitInput{}, fmt.Errorf("exactlyonce: receipt: %w", err)
+	}
+	return jobstate.CommitInput{
 		Result: result,
 		Effect: func(_ context.Context, job jobstate.Job) error {
 			wk.world.Ledger.Credit(Entry{JobID: job.ID, ExecID: lease.ExecID, Worker: wk.Name, Receipt: r, At: job.UpdatedAt})
 			return nil
 		},
-	})
-	return err
+	}, nil
 }
 
 // Finish moves the committed execution to DONE; the job follows to
@@ -204,26 +225,63 @@ func (wk *Worker) Fail(ctx context.Context, lease jobstate.Lease, err error) (jo
 	return wk.world.Engine.Fail(ctx, lease, err)
 }
 
-// Run does one whole execution: lease, start, prepare, commit, finish. A
-// prepare error is reported through Fail. A commit refused because another
-// execution committed is the duplicate short-circuit: Run returns the
-// *jobstate.CommitError and applies nothing.
+// Handler is the worker's handler for the runtime, which leases the job
+// and starts its execution before calling it: it prepares, and returns the
+// commit (the runtime commits and finishes in one write, Engine.Succeed),
+// or the prepare error, which the runtime reports through Engine.Fail.
+func (wk *Worker) Handler() worker.Handler {
+	return worker.HandlerFunc(func(_ context.Context, t *worker.Task) (jobstate.CommitInput, error) {
+		r, err := Prepare(t.Job())
+		if err != nil {
+			return jobstate.CommitInput{}, err
+		}
+		return wk.commitInput(t.Lease(), r)
+	})
+}
+
+// Runtime returns the worker runtime running Handler under the worker's
+// name, one job at a time, on the world's clock.
+func (wk *Worker) Runtime() (*worker.Worker, error) { return wk.runtime(wk.Handler()) }
+
+// runtime returns the worker runtime running h.
+func (wk *Worker) runtime(h worker.Handler) (*worker.Worker, error) {
+	rt, err := worker.New(wk.world.Engine,
+		worker.WithName(wk.Name),
+		worker.WithClock(wk.world.Clock),
+		worker.WithCommitsAhead(0),
+		worker.Handle(MachineName, h, 1),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("exactlyonce: worker: %w", err)
+	}
+	return rt, nil
+}
+
+// Run does one whole execution through the worker runtime (Drain with a
+// limit of one job, which sweeps first when no job is due): lease, start,
+// prepare, then commit and finish in one write, or Fail with a prepare
+// error. It returns the job as the execution left it, or jobstate.ErrNoJob
+// when no job was due. A commit the engine refuses (another execution
+// committed meanwhile) applies nothing; the job is then returned as that
+// execution left it.
 func (wk *Worker) Run(ctx context.Context) (jobstate.Job, error) {
-	c, err := wk.Lease(ctx)
+	ran := make(chan uuid.UUID, 1)
+	h := wk.Handler()
+	rt, err := wk.runtime(worker.HandlerFunc(func(ctx context.Context, t *worker.Task) (jobstate.CommitInput, error) {
+		ran <- t.Job().ID
+		return h.Work(ctx, t)
+	}))
 	if err != nil {
 		return jobstate.Job{}, err
 	}
-	if err := wk.Start(ctx, c.Lease); err != nil {
-		return jobstate.Job{}, err
+	n, err := rt.Drain(ctx, 1)
+	if err != nil && !errors.Is(err, worker.ErrDrainLimit) {
+		return jobstate.Job{}, fmt.Errorf("exactlyonce: drain: %w", err)
 	}
-	r, err := Prepare(c.Job)
-	if err != nil {
-		return wk.Fail(ctx, c.Lease, err)
+	if n == 0 {
+		return jobstate.Job{}, jobstate.ErrNoJob
 	}
-	if err := wk.Commit(ctx, c.Lease, r); err != nil {
-		return jobstate.Job{}, err
-	}
-	return wk.Finish(ctx, c.Lease)
+	return wk.world.Engine.Get(ctx, <-ran)
 }
 
 // Snapshot is everything stored about one job.

@@ -151,15 +151,15 @@ func TestFailure(t *testing.T) {
 
 // TestRejection replays transition E (running → rejected) and its actions.
 func TestRejection(t *testing.T) {
-	// reject runs one job whose API call is blocked by the safety filter.
-	reject := func(t *testing.T) (*harness, jobstate.Claimed, jobstate.Job) {
+	// reject runs one job whose API call is blocked by the safety filter,
+	// through a worker named worker-1, and returns the lease it ran under.
+	reject := func(t *testing.T) (*harness, jobstate.Lease, jobstate.Job) {
 		h := newHarness(t)
 		h.API.Script("a gory battle scene", ErrSafetyBlock)
-		h.create(request("carol", "a gory battle scene"))
-		c := h.claim("worker-1")
-		got, err := h.Run(h.ctx, c)
-		require.NoError(t, err)
-		return h, c, got
+		j := h.create(request("carol", "a gory battle scene"))
+		lease, got := h.workLease("worker-1")
+		require.Equal(t, j.ID, got.ID)
+		return h, lease, got
 	}
 	t.Run("Trigger: API safety filter triggers (NSFW detected)", func(t *testing.T) {
 		h, c, j := reject(t)
@@ -168,7 +168,7 @@ func TestRejection(t *testing.T) {
 		assert.Zero(t, j.Leases)
 		hist := h.history(j.ID)
 		last := hist[len(hist)-1]
-		assert.Equal(t, []any{Running, EventReject, Rejected, "worker-1", ErrSafetyBlock.Error(), c.Lease.ExecID},
+		assert.Equal(t, []any{Running, EventReject, Rejected, "worker-1", ErrSafetyBlock.Error(), c.ExecID},
 			[]any{last.From, last.Event, last.To, last.Actor, last.Reason, last.ExecID})
 		execs, err := h.Eng.Executions(h.ctx, j.ID)
 		require.NoError(t, err)
@@ -191,7 +191,7 @@ func TestRejection(t *testing.T) {
 		assert.Equal(t, []any{last.Actor, last.Reason, last.At}, []any{want[0].Actor, want[0].Reason, want[0].At}, "as the history records the rejection")
 		// The same rejection reported again is refused and logs nothing.
 		before := h.snapshot(j.ID)
-		_, err := h.Report(h.ctx, c.Lease, Image{}, ErrSafetyBlock)
+		_, err := h.Eng.Advance(h.ctx, c, EventReject, jobstate.Call{Reason: ErrSafetyBlock.Error()})
 		assert.ErrorIs(t, err, jobstate.ErrLeaseLost)
 		_, err = h.Eng.Fire(h.ctx, j.ID, EventReject, jobstate.Call{Actor: "moderator"})
 		assert.ErrorIs(t, err, jobstate.ErrTerminal)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/jobstatetest"
 	"github.com/jobstate/jobstate/memstore"
 )
 
@@ -44,7 +45,7 @@ func TestIdempotency(t *testing.T) {
 				assert.Equal(t, j.ID, c.Job.ID)
 				assert.Equal(t, s, c.Job.State)
 				assert.Equal(t, balance, h.DB.Balance("alice"), "no second deduction")
-				assert.Equal(t, 1, h.Store.Len())
+				assert.Equal(t, 1, h.mem.Len())
 			})
 		}
 	})
@@ -83,7 +84,7 @@ func TestIdempotency(t *testing.T) {
 		spec.Policy.Idempotency.ReleaseIn = nil // the one-line change of docs/examples/imagegen.md
 		def, err := jobstate.NewDefinition(spec)
 		require.NoError(t, err)
-		clock := jobstate.NewManualClock(epoch)
+		clock := jobstatetest.NewClock(epoch)
 		eng, err := jobstate.New(memstore.New(), jobstate.WithMachines(def), jobstate.WithClock(clock))
 		require.NoError(t, err)
 		api := NewFakeAPI(clock, 0)
@@ -138,7 +139,7 @@ func TestIdempotency(t *testing.T) {
 		var kc *jobstate.KeyConflictError
 		require.ErrorAs(t, err, &kc)
 		assert.Equal(t, first.ID, kc.Holder)
-		assert.Equal(t, 1, h.Store.Len(), "nothing created")
+		assert.Equal(t, 1, h.mem.Len(), "nothing created")
 		assert.Len(t, h.DB.Reservations(), 1, "no credits taken")
 		assert.Equal(t, before, h.snapshot(first.ID))
 	})
@@ -195,7 +196,7 @@ func TestRedrive(t *testing.T) {
 				require.ErrorAs(t, err, &te)
 				assert.Equal(t, []any{j.ID, jobstate.EventRedrive, s}, []any{te.JobID, te.Event, te.From})
 				assert.Equal(t, before, h.snapshot(j.ID), "nothing changes")
-				assert.Equal(t, 1, h.Store.Len(), "no new job")
+				assert.Equal(t, 1, h.mem.Len(), "no new job")
 				assert.Equal(t, balance, h.DB.Balance("alice"))
 				assert.Equal(t, reservations, h.DB.Reservations())
 				assert.Empty(t, h.DB.Redrives())
@@ -205,7 +206,7 @@ func TestRedrive(t *testing.T) {
 			h := newHarness(t)
 			_, err := h.Redrive(h.ctx, uuid.New(), "ops", reason)
 			assert.ErrorIs(t, err, jobstate.ErrNotFound)
-			assert.Zero(t, h.Store.Len())
+			assert.Zero(t, h.mem.Len())
 		})
 	})
 
@@ -245,7 +246,7 @@ func TestRedrive(t *testing.T) {
 			assert.ErrorIs(t, err, jobstate.ErrEffectApplied, "by %s", op)
 		}
 		assert.Equal(t, before, h.snapshot(j.ID), "nothing changes")
-		assert.Equal(t, 2, h.Store.Len(), "the dead letter and its one redrive")
+		assert.Equal(t, 2, h.mem.Len(), "the dead letter and its one redrive")
 		require.Len(t, h.DB.Redrives(), 1)
 		assert.Equal(t, first.ID, h.DB.Redrives()[0].Job)
 	})
@@ -273,7 +274,7 @@ func TestRedrive(t *testing.T) {
 			}
 		}
 		assert.Equal(t, 1, ok, "one operator redrove it; the others were refused")
-		assert.Equal(t, 2, h.Store.Len())
+		assert.Equal(t, 2, h.mem.Len())
 		assert.Len(t, h.DB.Redrives(), 1)
 		assert.Len(t, h.snapshot(j.ID).Effects, 1)
 	})

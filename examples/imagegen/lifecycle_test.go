@@ -42,7 +42,7 @@ func TestCreation(t *testing.T) {
 		var te *jobstate.TransitionError
 		require.ErrorAs(t, err, &te)
 		assert.Equal(t, jobstate.EventCreate, te.Event)
-		assert.Zero(t, h.Store.Len(), "nothing created")
+		assert.Zero(t, h.mem.Len(), "nothing created")
 		assert.Equal(t, before, h.DB.Balance(r.UserID), "no credits taken")
 		assert.Empty(t, h.DB.Reservations())
 		_, err = h.Eng.Claim(h.ctx, jobstate.ClaimRequest{Machine: Machine, Worker: "w"})
@@ -83,7 +83,7 @@ func TestCreation(t *testing.T) {
 		require.NoError(t, err, "not refused by the quota: the guard did not run")
 		assert.True(t, again.Existing)
 		assert.Equal(t, first.ID, again.Job.ID)
-		assert.Equal(t, 1, h.Store.Len())
+		assert.Equal(t, 1, h.mem.Len())
 	})
 	t.Run("Action: Deduct Credits (Reserved)", func(t *testing.T) {
 		h := newHarness(t)
@@ -118,7 +118,7 @@ func TestCreation(t *testing.T) {
 			}
 		}
 		assert.Equal(t, 1, created, "one click created it; the others found it")
-		assert.Equal(t, 1, h.Store.Len())
+		assert.Equal(t, 1, h.mem.Len())
 		assert.Len(t, h.DB.Reservations(), 1)
 		assert.Equal(t, 100-CreditsPerImage, h.DB.Balance("alice"))
 	})
@@ -146,7 +146,7 @@ func TestCreation(t *testing.T) {
 		}
 		wg.Wait()
 		assert.Equal(t, 1, ok)
-		assert.Equal(t, 1, h.Store.Len(), "a refused reservation leaves no job")
+		assert.Equal(t, 1, h.mem.Len(), "a refused reservation leaves no job")
 		assert.Zero(t, h.DB.Balance("poor2"))
 		assert.Len(t, h.DB.Reservations(), 1)
 	})
@@ -173,11 +173,10 @@ func TestExecution(t *testing.T) {
 		j := h.create(request("alice", "a fox"))
 		assert.True(t, j.StartedAt.IsZero())
 		h.Clock.Advance(time.Second)
-		c := h.claim("worker-1")
-		assert.True(t, c.Job.StartedAt.Equal(epoch.Add(time.Second)), "the job's startedAt")
 		h.API.Script("a fox", nil)
-		_, err := h.Run(h.ctx, c)
+		got, err := h.Work(h.ctx, "worker-1")
 		require.NoError(t, err)
+		assert.True(t, got.StartedAt.Equal(epoch.Add(time.Second)), "the job's startedAt")
 		execs, err := h.Eng.Executions(h.ctx, j.ID)
 		require.NoError(t, err)
 		require.Len(t, execs, 1)
@@ -268,19 +267,17 @@ func TestSuccess(t *testing.T) {
 		h.Clock.Advance(Backoff.Delay(1, 0))
 		h.sweep()
 		h.API.Script("a fox", nil)
-		winner := h.claim("worker-2")
-		got, err := h.Run(h.ctx, winner)
-		require.NoError(t, err)
+		winner, got := h.workLease("worker-2")
 		require.Equal(t, Completed, got.State)
 
 		before := h.snapshot(j.ID)
 		// The stalled worker comes back with its own image.
-		_, err = h.Report(h.ctx, stale.Lease, Image{URL: "https://api.example/late.png"}, nil)
+		_, err := h.Report(h.ctx, stale.Lease, Image{URL: "https://api.example/late.png"}, nil)
 		var ce *jobstate.CommitError
 		require.ErrorAs(t, err, &ce)
-		assert.Equal(t, winner.Lease.ExecID, ce.Winner)
+		assert.Equal(t, winner.ExecID, ce.Winner)
 		// The winner's success is delivered twice.
-		_, err = h.Report(h.ctx, winner.Lease, Image{URL: "https://api.example/again.png"}, nil)
+		_, err = h.Report(h.ctx, winner, Image{URL: "https://api.example/again.png"}, nil)
 		assert.ErrorIs(t, err, jobstate.ErrLeaseLost)
 		assert.Equal(t, before, h.snapshot(j.ID), "refusals change nothing")
 		assets := h.DB.Assets()

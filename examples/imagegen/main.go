@@ -1,4 +1,5 @@
-// Command imagegen runs image generation jobs on the in-memory store: jobs
+// Command imagegen runs image generation jobs through the worker runtime,
+// on the in-memory store or on PostgreSQL: jobs
 // are created straight into "queued" behind a creation guard (prompt
 // validation, quota) and an idempotency key, pay for themselves with a
 // credit reservation made once at creation, are retried with exponential
@@ -10,12 +11,17 @@
 // App.Redrive).
 //
 //	go run ./examples/imagegen
+//	go run ./examples/imagegen -store postgres [-database-url URL]
+//
+// With -store postgres and no -database-url (nor JOBSTATE_DATABASE_URL)
+// it starts a throwaway PostgreSQL cluster for the run; the application
+// database stays in memory.
 //
 // The files: machine.go declares the machine (states, table, policy,
 // guard and key); appdb.go is the application's own database, which the
 // guard and the effects read and write; service.go is the service (the
-// engine, the fake image API, the API handlers and the worker); main.go
-// runs the demonstration. Time is a manual clock, so the backoffs pass
+// engine, the fake image API, the API handlers and the worker's
+// handler); main.go runs the demonstration. Time is a manual clock, so the backoffs pass
 // instantly, and job ids come from a counter, so the output is the same on
 // every run.
 package main
@@ -33,14 +39,14 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/examples/internal/exstore"
 )
 
 // main runs the demonstration on standard output.
 func main() {
-	if err := run(context.Background(), os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "imagegen:", err)
-		os.Exit(1)
-	}
+	exstore.Main("imagegen", nil, func(ctx context.Context, b *exstore.Backend) error {
+		return run(ctx, os.Stdout, b)
+	})
 }
 
 // demo holds the demonstration's state: the service and short names for
@@ -55,10 +61,14 @@ type demo struct {
 
 // run creates the requests of the demonstration, works the queue until
 // every job has ended, and prints the lifecycle of each.
-func run(ctx context.Context, out io.Writer) error {
+func run(ctx context.Context, out io.Writer, b *exstore.Backend) error {
 	start := time.Date(2026, 3, 2, 9, 0, 5, 0, time.UTC)
 	users := map[string]int{"alice": 20, "bob": 20, "carol": 20, "dave": 3, "erin": 20}
-	app, err := NewApp(start, users, jobstate.WithIDs(SeqIDs()))
+	store, err := b.NewStore(ctx)
+	if err != nil {
+		return err
+	}
+	app, err := NewAppOn(store, start, users, jobstate.WithIDs(SeqIDs()))
 	if err != nil {
 		return err
 	}
@@ -72,7 +82,7 @@ func run(ctx context.Context, out io.Writer) error {
 	app.API.Script(skyline.Prompt, ErrAPI500, ErrAPITimeout, ErrAPI500, nil)
 	app.API.Script(battle.Prompt, ErrSafetyBlock)
 
-	fmt.Fprintf(out, "Image generation on the in-memory store. Clock starts %s; one image costs %d credits.\n", start.Format("2006-01-02 15:04:05 MST"), CreditsPerImage)
+	fmt.Fprintf(out, "Image generation on %s. Clock starts %s; one image costs %d credits.\n", b.Describe(), start.Format("2006-01-02 15:04:05 MST"), CreditsPerImage)
 	fmt.Fprintf(out, "Credits: %s\n\nRequests\n", d.balances(users))
 
 	if err := d.create("alice asks for an image", lighthouse); err != nil {
@@ -218,7 +228,8 @@ func guardCause(err error) string {
 	return err.Error()
 }
 
-// work runs one worker until every job has ended, printing each pickup.
+// work runs one worker until every job has ended, one pickup at a time
+// (App.Work: the worker runtime, drained of one job), printing each.
 func (d *demo) work() error {
 	for {
 		done, err := d.allEnded()

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"testing"
@@ -15,7 +17,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/examples/internal/exstore"
 	"github.com/jobstate/jobstate/internal/doccheck"
+	"github.com/jobstate/jobstate/jobstatetest"
+	"github.com/jobstate/jobstate/memstore"
+	"github.com/jobstate/jobstate/worker"
 )
 
 // update rewrites the diagram in docs/examples/imagegen.md.
@@ -29,6 +35,8 @@ var epoch = time.Date(2026, 3, 2, 9, 0, 5, 0, time.UTC)
 type harness struct {
 	t   *testing.T
 	ctx context.Context
+	env *jobstatetest.Env // the jobstatetest helpers on the service's engine
+	mem *memstore.Store
 	*App
 }
 
@@ -42,9 +50,11 @@ func newHarness(t *testing.T) *harness {
 // newHarnessWith returns a service whose users have the given credits.
 func newHarnessWith(t *testing.T, balances map[string]int) *harness {
 	t.Helper()
-	app, err := NewApp(epoch, balances)
+	store := memstore.New()
+	app, err := NewAppOn(store, epoch, balances)
 	require.NoError(t, err)
-	return &harness{t: t, ctx: context.Background(), App: app}
+	env := &jobstatetest.Env{T: t, Ctx: context.Background(), Clock: app.Clock, Store: store, Engine: app.Eng}
+	return &harness{t: t, ctx: env.Ctx, env: env, mem: store, App: app}
 }
 
 // request is a valid request by user for prompt.
@@ -232,8 +242,31 @@ func nextStates(def *jobstate.Definition, s jobstate.State) []jobstate.State {
 // it prints: a success, a duplicate click, a dead letter, a rejection.
 func TestMainPrintsLifecycle(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), &out))
-	s := out.String()
+	require.NoError(t, runOn(&out, exstore.Config{Store: exstore.Memory}))
+	checkLifecycle(t, out.String())
+}
+
+// TestMainOnPostgreSQL runs the demonstration on PostgreSQL (a throwaway
+// cluster, or JOBSTATE_DATABASE_URL's server) and checks that it prints
+// what it prints on the in-memory store.
+func TestMainOnPostgreSQL(t *testing.T) {
+	url := exstore.TestDatabase(t)
+	var mem, pg bytes.Buffer
+	require.NoError(t, runOn(&mem, exstore.Config{Store: exstore.Memory}))
+	require.NoError(t, runOn(&pg, exstore.Config{Store: exstore.Postgres, DatabaseURL: url}))
+	checkLifecycle(t, pg.String())
+	assert.Equal(t, strings.Replace(mem.String(), "the in-memory store", "PostgreSQL", 1), pg.String())
+}
+
+// runOn runs the demonstration on the store cfg names.
+func runOn(out io.Writer, cfg exstore.Config) error {
+	ctx := context.Background()
+	return exstore.With(ctx, cfg, func(b *exstore.Backend) error { return run(ctx, out, b) })
+}
+
+// checkLifecycle checks the lifecycle the demonstration printed.
+func checkLifecycle(t *testing.T, s string) {
+	t.Helper()
 	for _, want := range []string{
 		"job 1 created in queued; credits 20 -> 15",
 		"same key within the minute: the existing job 1 (queued) is returned; credits still 15",
@@ -272,4 +305,40 @@ func TestDiagramIsCurrent(t *testing.T) {
 	def, err := NewDefinition(NewAppDB(nil))
 	require.NoError(t, err)
 	doccheck.Diagram(t, "../../docs/examples/imagegen.md", def, *update)
+}
+
+// Report tells the engine, with a lease held by no worker, how an API
+// call ended (as Handler does through its task): the tests use it for
+// late or stale reports, which the engine must refuse.
+func (h *harness) Report(ctx context.Context, lease jobstate.Lease, img Image, apiErr error) (jobstate.Job, error) {
+	if errors.Is(apiErr, ErrSafetyBlock) {
+		return h.Eng.Advance(ctx, lease, EventReject, jobstate.Call{Reason: apiErr.Error()})
+	}
+	if apiErr != nil {
+		return h.Eng.Fail(ctx, lease, apiErr)
+	}
+	data, err := h.API.Download(ctx, img)
+	if err != nil {
+		return h.Eng.Fail(ctx, lease, err)
+	}
+	return h.Eng.Succeed(ctx, lease, jobstate.CommitInput{
+		Result: []byte(ResultURL(lease.JobID)),
+		Effect: h.DB.StoreAsset(img, data),
+	})
+}
+
+// workLease runs one due job through a worker named name (Handler, under
+// jobstatetest.Env.Drain) and returns the lease it ran under and the job
+// as it left it.
+func (h *harness) workLease(name string) (jobstate.Lease, jobstate.Job) {
+	h.t.Helper()
+	var lease jobstate.Lease
+	run := h.Handler()
+	w, err := h.Worker(name, worker.HandlerFunc(func(ctx context.Context, t *worker.Task) (jobstate.CommitInput, error) {
+		lease = t.Lease()
+		return run.Work(ctx, t)
+	}))
+	require.NoError(h.t, err)
+	require.Equal(h.t, 1, h.env.Drain(w))
+	return lease, h.get(lease.JobID)
 }

@@ -10,7 +10,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/jobstatetest"
 	"github.com/jobstate/jobstate/memstore"
+	"github.com/jobstate/jobstate/worker"
 )
 
 // Image is what the image API returns on success.
@@ -23,14 +25,19 @@ type Image struct {
 // Each call takes Latency on the manual clock.
 type FakeAPI struct {
 	mu      sync.Mutex
-	clock   *jobstate.ManualClock
+	clock   Advancer
 	latency time.Duration
 	script  map[string][]error
 	calls   map[string]int
 }
 
+// Advancer is a manual clock.
+type Advancer interface {
+	Advance(d time.Duration) time.Time
+}
+
 // NewFakeAPI returns an API whose calls take latency on clock.
-func NewFakeAPI(clock *jobstate.ManualClock, latency time.Duration) *FakeAPI {
+func NewFakeAPI(clock Advancer, latency time.Duration) *FakeAPI {
 	return &FakeAPI{clock: clock, latency: latency, script: make(map[string][]error), calls: make(map[string]int)}
 }
 
@@ -73,30 +80,39 @@ func (f *FakeAPI) Calls(prompt string) int {
 	return f.calls[prompt]
 }
 
-// App is the image generation service: the engine over the in-memory
-// store, the application database and the image API.
+// App is the image generation service: the engine over a store (the
+// in-memory store unless built with NewAppOn), the application database
+// and the image API, on a manual clock that also drives the worker
+// runtime's timers.
 type App struct {
 	Def   *jobstate.Definition
 	Eng   *jobstate.Engine
-	Store *memstore.Store
-	Clock *jobstate.ManualClock
+	Store jobstate.Store
+	Clock *jobstatetest.Clock
 	DB    *AppDB
 	API   *FakeAPI
 }
 
-// NewApp builds the service at start, with the users' credit balances and
-// the engine options given (such as jobstate.WithIDs).
+// NewApp builds the service on the in-memory store at start, with the
+// users' credit balances and the engine options given (such as
+// jobstate.WithIDs).
 func NewApp(start time.Time, balances map[string]int, opts ...jobstate.Option) (*App, error) {
+	return NewAppOn(memstore.New(), start, balances, opts...)
+}
+
+// NewAppOn builds the service on store at start, with the users' credit
+// balances and the engine options given. The application database stays
+// in memory whatever the store.
+func NewAppOn(store jobstate.Store, start time.Time, balances map[string]int, opts ...jobstate.Option) (*App, error) {
 	db := NewAppDB(balances)
 	def, err := NewDefinition(db)
 	if err != nil {
 		return nil, err
 	}
-	clock := jobstate.NewManualClock(start)
-	store := memstore.New()
+	clock := jobstatetest.NewClock(start)
 	eng, err := jobstate.New(store, append([]jobstate.Option{jobstate.WithMachines(def), jobstate.WithClock(clock)}, opts...)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("imagegen: engine: %w", err)
 	}
 	return &App{Def: def, Eng: eng, Store: store, Clock: clock, DB: db, API: NewFakeAPI(clock, 3*time.Second)}, nil
 }
@@ -124,54 +140,83 @@ func (a *App) Redrive(ctx context.Context, id uuid.UUID, operator, reason string
 	return a.Eng.Redrive(ctx, id, jobstate.Call{Actor: operator, Reason: reason})
 }
 
-// Work is one pickup by a worker: claim the next due job and run it.
-// jobstate.ErrNoJob when nothing is due.
-func (a *App) Work(ctx context.Context, worker string) (jobstate.Job, error) {
-	c, err := a.Eng.Claim(ctx, jobstate.ClaimRequest{Machine: Machine, Worker: worker})
-	if err != nil {
-		return jobstate.Job{}, err
-	}
-	return a.Run(ctx, c)
-}
-
-// Run executes a claimed job: the lifecycle's execution actions (startedAt and
-// a heartbeat), the API call, and the report of its outcome.
-func (a *App) Run(ctx context.Context, c jobstate.Claimed) (jobstate.Job, error) {
-	if _, err := a.Eng.Start(ctx, c.Lease); err != nil {
-		return jobstate.Job{}, err
-	}
-	lease, err := a.Eng.Heartbeat(ctx, c.Lease)
-	if err != nil {
-		return jobstate.Job{}, err
-	}
-	r, err := decodeRequest(c.Job.Payload)
-	if err != nil {
-		return a.Eng.Fail(ctx, lease, jobstate.Permanent(fmt.Errorf("unreadable request: %w", err)))
-	}
-	img, apiErr := a.API.Generate(ctx, r)
-	return a.Report(ctx, lease, img, apiErr)
-}
-
-// Report tells the engine how the API call of the lease's execution ended,
-// as the event the lifecycle names for it: a safety block is the reject event
-// (E), any other error a failure (D; the engine retries it or
-// dead-letters it), an image a success (C) whose actions run as the
+// Handler is the worker's handler: the lifecycle's execution actions
+// (startedAt and a heartbeat), the API call, and its outcome as the event
+// the lifecycle names for it: a safety block is the reject event (E,
+// through Task.Advance), any other error a failure (D; the engine retries
+// it or dead-letters it), an image a success (C) whose actions run as the
 // commit's effect, exactly once.
-func (a *App) Report(ctx context.Context, lease jobstate.Lease, img Image, apiErr error) (jobstate.Job, error) {
-	if errors.Is(apiErr, ErrSafetyBlock) {
-		return a.Eng.Advance(ctx, lease, EventReject, jobstate.Call{Reason: apiErr.Error()})
-	}
-	if apiErr != nil {
-		return a.Eng.Fail(ctx, lease, apiErr)
-	}
-	data, err := a.API.Download(ctx, img)
-	if err != nil {
-		return a.Eng.Fail(ctx, lease, err)
-	}
-	return a.Eng.Succeed(ctx, lease, jobstate.CommitInput{
-		Result: []byte(ResultURL(lease.JobID)),
-		Effect: a.DB.StoreAsset(img, data),
+func (a *App) Handler() worker.Handler {
+	return worker.HandlerFunc(func(ctx context.Context, t *worker.Task) (jobstate.CommitInput, error) {
+		if _, err := a.Eng.Start(ctx, t.Lease()); err != nil {
+			return jobstate.CommitInput{}, fmt.Errorf("start: %w", err)
+		}
+		if err := t.Heartbeat(ctx); err != nil {
+			return jobstate.CommitInput{}, fmt.Errorf("heartbeat: %w", err)
+		}
+		job := t.Job()
+		r, err := decodeRequest(job.Payload)
+		if err != nil {
+			return jobstate.CommitInput{}, jobstate.Permanent(fmt.Errorf("unreadable request: %w", err))
+		}
+		img, apiErr := a.API.Generate(ctx, r)
+		switch {
+		case errors.Is(apiErr, ErrSafetyBlock):
+			// Advance ends the execution: what the handler returns next
+			// is ignored.
+			_, err := t.Advance(ctx, EventReject, jobstate.Call{Reason: apiErr.Error()})
+			return jobstate.CommitInput{}, err
+		case apiErr != nil:
+			return jobstate.CommitInput{}, apiErr
+		}
+		data, err := a.API.Download(ctx, img)
+		if err != nil {
+			return jobstate.CommitInput{}, err
+		}
+		return jobstate.CommitInput{
+			Result: []byte(ResultURL(job.ID)),
+			Effect: a.DB.StoreAsset(img, data),
+		}, nil
 	})
+}
+
+// Worker returns a worker named name running Handler, one job at a time,
+// on the service's clock; a job's commit ends before the next is claimed.
+func (a *App) Worker(name string, h worker.Handler) (*worker.Worker, error) {
+	w, err := worker.New(a.Eng,
+		worker.WithName(name),
+		worker.WithClock(a.Clock),
+		worker.WithCommitsAhead(0),
+		worker.Handle(Machine, h, 1),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("imagegen: worker: %w", err)
+	}
+	return w, nil
+}
+
+// Work is one pickup by a worker named name: it runs one due job through
+// the worker runtime (worker.Worker.Drain with a limit of 1, which sweeps
+// first when no job is due) and returns the job as its execution left it;
+// jobstate.ErrNoJob when nothing is due.
+func (a *App) Work(ctx context.Context, name string) (jobstate.Job, error) {
+	ran := make(chan uuid.UUID, 1)
+	h := a.Handler()
+	w, err := a.Worker(name, worker.HandlerFunc(func(ctx context.Context, t *worker.Task) (jobstate.CommitInput, error) {
+		ran <- t.Job().ID
+		return h.Work(ctx, t)
+	}))
+	if err != nil {
+		return jobstate.Job{}, err
+	}
+	n, err := w.Drain(ctx, 1)
+	if err != nil && !errors.Is(err, worker.ErrDrainLimit) {
+		return jobstate.Job{}, fmt.Errorf("imagegen: drain: %w", err)
+	}
+	if n == 0 {
+		return jobstate.Job{}, jobstate.ErrNoJob
+	}
+	return a.Eng.Get(ctx, <-ran)
 }
 
 // RetryCount returns the lifecycle's retryCount of a job (see RetryCount).
