@@ -19,6 +19,11 @@ const (
 	// DefaultGracePeriod is how long a stopping worker lets running
 	// handlers finish (WithGracePeriod).
 	DefaultGracePeriod = 10 * time.Second
+	// DefaultCommitsAhead is the default bound of WithCommitsAhead per
+	// slot of the overall concurrency.
+	DefaultCommitsAhead = 10
+	// MinCommitsAhead is the least default bound of WithCommitsAhead.
+	MinCommitsAhead = 100
 	// DefaultJitter is the fraction by which poll and sweep intervals are
 	// randomised either way (WithJitter).
 	DefaultJitter = 0.2
@@ -140,9 +145,9 @@ func WithConcurrency(n int) Option {
 // flight. The lease is not renewed after the handler returns: a write
 // that waits longer than the lease's remaining time is refused
 // (jobstate.ErrLeaseLost) and the sweep retries the job, as when a
-// handler overruns its lease. The default is the overall concurrency;
-// 0 makes every handler's slot wait for its own write. It must not be
-// negative.
+// handler overruns its lease. The default is DefaultCommitsAhead per
+// slot of the overall concurrency, and at least MinCommitsAhead; 0 makes
+// every handler's slot wait for its own write. It must not be negative.
 func WithCommitsAhead(n int) Option {
 	return func(c *config) {
 		if n < 0 {

@@ -148,7 +148,7 @@ func New(eng *jobstate.Engine, opts ...Option) (*Worker, error) {
 		}
 	}
 	if !c.aheadSet {
-		c.ahead = c.concurrency
+		c.ahead = max(MinCommitsAhead, DefaultCommitsAhead*c.concurrency)
 	}
 	if !c.named {
 		c.name = defaultName()

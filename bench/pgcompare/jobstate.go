@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -162,14 +165,21 @@ func (j *js) createOne(ctx context.Context) error {
 
 // work runs the worker runtime with concurrency workers until target
 // jobs are done, and returns the time taken.
-func (j *js) work(ctx context.Context, workers, target int) (time.Duration, error) {
+func (j *js) work(ctx context.Context, workers, ahead, target int) (time.Duration, error) {
 	j.done.Store(0)
 	noop := worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
 		// The commit's effect writes nothing (it runs in the commit's
 		// transaction, in a savepoint that is never sent).
 		return jobstate.CommitInput{Effect: func(context.Context, jobstate.Job) error { return nil }}, nil
 	})
-	w, err := worker.New(j.eng, worker.Handle(machine, noop, workers), worker.WithPollInterval(20*time.Millisecond))
+	// The runtime's warnings and errors (refused commits, failed claims)
+	// go to standard error, so that a run that goes wrong says why.
+	warnings := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opts := []worker.Option{worker.Handle(machine, noop, workers), worker.WithPollInterval(20 * time.Millisecond), worker.WithLogger(warnings)}
+	if ahead >= 0 {
+		opts = append(opts, worker.WithCommitsAhead(ahead))
+	}
+	w, err := worker.New(j.eng, opts...)
 	if err != nil {
 		return 0, err
 	}
@@ -178,17 +188,51 @@ func (j *js) work(ctx context.Context, workers, target int) (time.Duration, erro
 	t0 := time.Now()
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(rctx) }()
+	last, lastAt := int64(0), time.Now()
 	for j.done.Load() < int64(target) {
 		select {
 		case err := <-errc:
 			return 0, fmt.Errorf("worker stopped: %v", err)
 		case <-time.After(time.Millisecond):
 		}
+		if n := j.done.Load(); n != last {
+			last, lastAt = n, time.Now()
+		} else if time.Since(lastAt) > stallAfter {
+			cancel()
+			<-errc
+			return 0, fmt.Errorf("no job done for %v after %d of %d: jobs by state: %s", stallAfter, n, target, j.states(ctx))
+		}
 	}
 	d := time.Since(t0)
 	cancel()
 	<-errc
 	return d, nil
+}
+
+// stallAfter is how long a run may go without a job done before it is
+// reported as stalled.
+const stallAfter = 30 * time.Second
+
+// states returns the number of jobs in each state, for a stall's report.
+func (j *js) states(ctx context.Context) string {
+	rows, err := j.pool.Query(ctx, "SELECT state, count(*) FROM "+jsSchema+".jobs GROUP BY state ORDER BY state")
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var st string
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return err.Error()
+		}
+		out = append(out, fmt.Sprintf("%s=%d", st, n))
+	}
+	if err := rows.Err(); err != nil {
+		return err.Error()
+	}
+	return strings.Join(out, " ")
 }
 
 // claimLatency claims n jobs one at a time (Engine.Claim) and returns each

@@ -24,6 +24,7 @@ type config struct {
 	jobs       int // inserted before a throughput run
 	work1      int // jobs timed in a throughput run (of jobs)
 	maxCommits int
+	ahead      int
 	runs       int
 	group      int
 	single     int
@@ -51,6 +52,7 @@ func main() {
 	flag.StringVar(&workers, "workers", "1,10,100", "worker counts of the throughput runs")
 	flag.IntVar(&c.jobs, "jobs", 50000, "jobs inserted before each throughput run")
 	flag.IntVar(&c.work1, "timed", 20000, "jobs timed in a throughput run (of those inserted; the run stops then), 0: all")
+	flag.IntVar(&c.ahead, "ahead", -1, "the worker runtime's WithCommitsAhead in the work section (-1: its default)")
 	flag.IntVar(&c.maxCommits, "async-commits", 1000, "commits in flight at most in the async section")
 	flag.IntVar(&c.runs, "runs", 3, "repetitions of each measurement (median and spread reported)")
 	flag.IntVar(&c.group, "group", 128, "pgstore's Options.GroupCommit (0: off)")
@@ -215,7 +217,7 @@ func run(ctx context.Context, c config) error {
 						if err := checkpoint(); err != nil {
 							return err
 						}
-						if d, err = j.work(ctx, w, target); err != nil {
+						if d, err = j.work(ctx, w, c.ahead, target); err != nil {
 							return fmt.Errorf("jobstate: %w", err)
 						}
 						jr = append(jr, float64(target)/d.Seconds())
