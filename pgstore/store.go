@@ -162,6 +162,11 @@ func (s *Store) q(ctx context.Context) querier {
 	return s.pool
 }
 
+// GroupsWrites reports whether the store groups concurrent writes
+// (Options.GroupCommit above 1): the worker runtime then lets handlers'
+// commits run ahead by default (worker.WriteGrouper).
+func (s *Store) GroupsWrites() bool { return s.group != nil }
+
 // inTx runs body in the call's transaction: a new one, or a savepoint of
 // the one ctx carries. body returns the batch of the call's writes (nil:
 // none), which is sent with the COMMIT (or the savepoint's RELEASE) in

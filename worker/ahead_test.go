@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/jobstatetest"
+	"github.com/jobstate/jobstate/memstore"
 	"github.com/jobstate/jobstate/worker"
 )
 
@@ -163,4 +164,57 @@ func TestCommitsAheadConfig(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "commits ahead -1")
+}
+
+// groupingStore is memstore claiming to group writes (WriteGrouper).
+type groupingStore struct{ jobstate.Store }
+
+func (groupingStore) GroupsWrites() bool { return true }
+
+// TestCommitsAheadDefault: by default commits run ahead on a store that
+// groups writes, and not on one that does not.
+func TestCommitsAheadDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store jobstate.Store
+		ahead bool
+	}{
+		{"memstore", memstore.New(), false},
+		{"grouping", groupingStore{memstore.New()}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newStoreEnv(t, tc.store)
+			ctx := context.Background()
+			_, err := env.eng.Create(ctx, jobstate.NewJob{Machine: "task", Payload: []byte("a")})
+			require.NoError(t, err)
+			_, err = env.eng.Create(ctx, jobstate.NewJob{Machine: "task", Payload: []byte("b")})
+			require.NoError(t, err)
+			bStarted := make(chan struct{})
+			var overlapped atomic.Bool
+			h := worker.HandlerFunc(func(ctx context.Context, tk *worker.Task) (jobstate.CommitInput, error) {
+				if string(tk.Job().Payload) == "b" {
+					close(bStarted)
+					return ok()
+				}
+				return jobstate.CommitInput{Effect: func(context.Context, jobstate.Job) error {
+					if !tc.ahead {
+						return nil // b cannot start before this commit ends
+					}
+					select {
+					case <-bStarted:
+						overlapped.Store(true)
+					case <-time.After(time.Minute):
+						return errNotStarted
+					}
+					return nil
+				}}, nil
+			})
+			w, err := worker.New(env.eng, worker.Handle("task", h, 1))
+			require.NoError(t, err)
+			n, err := w.Drain(ctx, 0)
+			require.NoError(t, err)
+			assert.Equal(t, 2, n)
+			assert.Equal(t, tc.ahead, overlapped.Load())
+		})
+	}
 }

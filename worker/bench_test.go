@@ -57,7 +57,15 @@ func BenchmarkDirect(b *testing.B) {
 // BenchmarkDirect for the runtime's overhead.
 func BenchmarkRun(b *testing.B) {
 	for _, c := range []int{1, 10, 100} {
-		b.Run(fmt.Sprintf("c%d", c), func(b *testing.B) {
+		b.Run(fmt.Sprintf("c%d", c), func(b *testing.B) { benchRun(b, c, worker.WithPollInterval(worker.DefaultPollInterval)) })
+		b.Run(fmt.Sprintf("c%d/ahead0", c), func(b *testing.B) { benchRun(b, c, worker.WithCommitsAhead(0)) })
+	}
+}
+
+// benchRun is one BenchmarkRun case: concurrency c, with opt.
+func benchRun(b *testing.B, c int, opt worker.Option) {
+	{
+		{
 			eng := benchEngine(b, memstore.New(), b.N)
 			var handled atomic.Int64
 			all := make(chan struct{})
@@ -68,7 +76,7 @@ func BenchmarkRun(b *testing.B) {
 				}
 				return jobstate.CommitInput{}, nil
 			})
-			w, err := worker.New(eng, worker.Handle("task", h, c))
+			w, err := worker.New(eng, worker.Handle("task", h, c), opt)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -83,7 +91,7 @@ func BenchmarkRun(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
-		})
+		}
 	}
 }
 

@@ -42,10 +42,13 @@ func (w *Worker) launch(r *route, c jobstate.Claimed) {
 }
 
 // work runs t, then, while its machine may have more due jobs, claims and
-// runs the next one in the same goroutine (one claim per job, which costs
-// least on a store without batch claims); then it frees its slots. On a
-// store with batch claims, it frees its slot at once and wakes the claim
-// loop if more jobs may be due, so that freed slots are filled together.
+// runs the next one in the same goroutine; then it frees its slots. On a
+// store without batch claims it claims one job (one claim per job costs
+// least there). On a store with batch claims, when no claim of the
+// machine is in flight, it claims for its own slot and every free slot of
+// the machine in one batch, and starts the others' goroutines, so that
+// freed slots are filled together, one claim at a time, and a lone
+// handler goroutine never hands its slot over to another.
 func (w *Worker) work(r *route, t *Task) {
 	defer w.wg.Done()
 	for {
@@ -54,9 +57,11 @@ func (w *Worker) work(r *route, t *Task) {
 		}
 		var ok bool
 		if w.batch {
-			break
+			t, ok = w.nextBatch(r)
+		} else {
+			t, ok = w.next(r)
 		}
-		if t, ok = w.next(r); !ok {
+		if !ok {
 			break
 		}
 	}
@@ -85,6 +90,51 @@ func (w *Worker) next(r *route) (t *Task, ok bool) {
 		return nil, false
 	}
 	return w.newTask(r, c), true
+}
+
+// nextBatch is next on a store with batch claims: it claims, for the
+// calling goroutine's slot and the free slots of r, in one batch, unless
+// a claim of r is in flight (that claim fills the free slots), starts the
+// jobs beyond the first in goroutines of their own, and returns the first.
+func (w *Worker) nextBatch(r *route) (t *Task, ok bool) {
+	if w.stopping() || !r.more.Load() || w.starved.Load() {
+		return nil, false
+	}
+	if !r.claiming.CompareAndSwap(false, true) {
+		return nil, false
+	}
+	extra := max(0, min(int64(r.limit)-r.running.Load(), int64(w.limit)-w.running.Load()))
+	g := int64(w.take(int(1 + extra)))
+	if g == 0 {
+		r.claiming.Store(false)
+		return nil, false
+	}
+	r.running.Add(g - 1)
+	w.running.Add(g - 1)
+	got, err := w.eng.ClaimMany(w.base, r.request(w.name), int(g))
+	if unused := g - int64(len(got)); unused > 0 {
+		// The caller's own slot is the last to give up.
+		back := min(unused, g-1)
+		r.running.Add(-back)
+		w.running.Add(-back)
+		w.refund(int(unused))
+	}
+	if err != nil && !errors.Is(err, jobstate.ErrNoJob) {
+		w.logf(w.base, slog.LevelError, "claim failed", slog.String("machine", r.machine), slog.Any("error", err))
+	}
+	full := err == nil && int64(len(got)) == g
+	r.more.Store(full)
+	r.claiming.Store(false)
+	if full && int64(r.limit)-r.running.Load() > 0 && int64(w.limit)-w.running.Load() > 0 {
+		w.poke() // slots freed while this claim was in flight
+	}
+	if len(got) == 0 {
+		return nil, false
+	}
+	for _, c := range got[1:] {
+		w.launch(r, c)
+	}
+	return w.newTask(r, got[0]), true
 }
 
 // execute runs one task's handler and ends its execution.

@@ -130,6 +130,15 @@ func WithConcurrency(n int) Option {
 	}
 }
 
+// WriteGrouper is an optional interface of a jobstate.Store: GroupsWrites
+// reports whether the store coalesces concurrent writes of different
+// jobs into shared transactions (pgstore with Options.GroupCommit), so
+// that writes in flight together cost less each. The worker then lets
+// handlers' commits run ahead by default (WithCommitsAhead).
+type WriteGrouper interface {
+	GroupsWrites() bool
+}
+
 // WithCommitsAhead bounds the executions whose ending write is still
 // being made after their handler has returned. A handler's slot is freed
 // as soon as it returns, so that the worker claims the next job while
@@ -145,9 +154,13 @@ func WithConcurrency(n int) Option {
 // flight. The lease is not renewed after the handler returns: a write
 // that waits longer than the lease's remaining time is refused
 // (jobstate.ErrLeaseLost) and the sweep retries the job, as when a
-// handler overruns its lease. The default is DefaultCommitsAhead per
-// slot of the overall concurrency, and at least MinCommitsAhead; 0 makes
-// every handler's slot wait for its own write. It must not be negative.
+// handler overruns its lease. The default depends on the store: on a
+// store that groups concurrent writes (WriteGrouper) it is
+// DefaultCommitsAhead per slot of the overall concurrency, and at least
+// MinCommitsAhead; on any other store it is 0, since a write that costs
+// microseconds in memory gains nothing from being handed to another
+// goroutine. 0 makes every handler's slot wait for its own write. It
+// must not be negative.
 func WithCommitsAhead(n int) Option {
 	return func(c *config) {
 		if n < 0 {

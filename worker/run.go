@@ -186,13 +186,18 @@ func (w *Worker) claimRound(ctx context.Context) (more bool) {
 			r.more.Store(true)
 			continue
 		}
+		if !r.claiming.CompareAndSwap(false, true) {
+			continue // a handler goroutine is claiming for the free slots
+		}
 		g = int64(w.take(int(g)))
 		if g == 0 {
+			r.claiming.Store(false)
 			return false
 		}
 		r.running.Add(g)
 		w.running.Add(g)
 		got, err := w.eng.ClaimMany(ctx, r.request(w.name), int(g))
+		r.claiming.Store(false)
 		if unused := g - int64(len(got)); unused > 0 {
 			r.running.Add(-unused)
 			w.running.Add(-unused)

@@ -106,6 +106,10 @@ type route struct {
 	// as it asked for (or could not ask for any): a handler goroutine that
 	// finishes then claims the next job itself.
 	more atomic.Bool
+	// claiming is set while a claim of the machine is in flight (by the
+	// claim loop or a handler goroutine on a store with batch claims), so
+	// that one claim at a time fills the free slots.
+	claiming atomic.Bool
 }
 
 func (r *route) request(worker string) jobstate.ClaimRequest {
@@ -148,7 +152,9 @@ func New(eng *jobstate.Engine, opts ...Option) (*Worker, error) {
 		}
 	}
 	if !c.aheadSet {
-		c.ahead = max(MinCommitsAhead, DefaultCommitsAhead*c.concurrency)
+		if g, ok := eng.Store().(WriteGrouper); ok && g.GroupsWrites() {
+			c.ahead = max(MinCommitsAhead, DefaultCommitsAhead*c.concurrency)
+		}
 	}
 	if !c.named {
 		c.name = defaultName()
