@@ -23,7 +23,7 @@ const (
 	// slot of the overall concurrency.
 	DefaultCommitsAhead = 10
 	// MinCommitsAhead is the least default bound of WithCommitsAhead.
-	MinCommitsAhead = 100
+	MinCommitsAhead = 1000
 	// DefaultJitter is the fraction by which poll and sweep intervals are
 	// randomised either way (WithJitter).
 	DefaultJitter = 0.2
