@@ -94,29 +94,33 @@ func (w *Worker) next(r *route) (t *Task, ok bool) {
 
 // nextBatch is next on a store with batch claims: it claims, for the
 // calling goroutine's slot and the free slots of r, in one batch, unless
-// a claim of r is in flight (that claim fills the free slots), starts the
-// jobs beyond the first in goroutines of their own, and returns the first.
+// maxClaims claims of r are in flight (they fill the free slots), starts
+// the jobs beyond the first in goroutines of their own, and returns the
+// first.
 func (w *Worker) nextBatch(r *route) (t *Task, ok bool) {
 	if w.stopping() || !r.more.Load() || w.starved.Load() {
 		return nil, false
 	}
-	if !r.claiming.CompareAndSwap(false, true) {
+	if !r.enter() {
 		return nil, false
 	}
-	extra := max(0, min(int64(r.limit)-r.running.Load(), int64(w.limit)-w.running.Load()))
-	g := int64(w.take(int(1 + extra)))
+	extra, _ := w.reserve(r, int64(r.limit))
+	g := 1 + extra
+	if n := int64(w.take(int(g))); n < g {
+		back := min(g-n, extra)
+		w.release(r, back)
+		extra -= back
+		g = n
+	}
 	if g == 0 {
-		r.claiming.Store(false)
+		r.leave()
 		return nil, false
 	}
-	r.running.Add(g - 1)
-	w.running.Add(g - 1)
 	got, err := w.eng.ClaimMany(w.base, r.request(w.name), int(g))
+	r.leave()
 	if unused := g - int64(len(got)); unused > 0 {
 		// The caller's own slot is the last to give up.
-		back := min(unused, g-1)
-		r.running.Add(-back)
-		w.running.Add(-back)
+		w.release(r, min(unused, extra))
 		w.refund(int(unused))
 	}
 	if err != nil && !errors.Is(err, jobstate.ErrNoJob) {
@@ -124,7 +128,6 @@ func (w *Worker) nextBatch(r *route) (t *Task, ok bool) {
 	}
 	full := err == nil && int64(len(got)) == g
 	r.more.Store(full)
-	r.claiming.Store(false)
 	if full && int64(r.limit)-r.running.Load() > 0 && int64(w.limit)-w.running.Load() > 0 {
 		w.poke() // slots freed while this claim was in flight
 	}

@@ -175,32 +175,30 @@ func (w *Worker) claimRound(ctx context.Context) (more bool) {
 		if w.stopping() {
 			return false
 		}
-		free := int64(r.limit) - r.running.Load()
-		if free <= 0 {
-			r.more.Store(true) // its goroutines claim on as they finish
-			continue
+		if !r.enter() {
+			continue // claims of the machine in flight fill its free slots
 		}
-		g := min(free, int64(w.limit)-w.running.Load())
-		if g <= 0 {
-			w.starved.Store(true)
-			r.more.Store(true)
-			continue
-		}
-		if !r.claiming.CompareAndSwap(false, true) {
-			continue // a handler goroutine is claiming for the free slots
-		}
-		g = int64(w.take(int(g)))
+		g, starved := w.reserve(r, int64(r.limit))
 		if g == 0 {
-			r.claiming.Store(false)
+			r.leave()
+			r.more.Store(true) // its goroutines claim on as they finish
+			if starved {
+				w.starved.Store(true)
+			}
+			continue
+		}
+		if n := int64(w.take(int(g))); n < g {
+			w.release(r, g-n)
+			g = n
+		}
+		if g == 0 {
+			r.leave()
 			return false
 		}
-		r.running.Add(g)
-		w.running.Add(g)
 		got, err := w.eng.ClaimMany(ctx, r.request(w.name), int(g))
-		r.claiming.Store(false)
+		r.leave()
 		if unused := g - int64(len(got)); unused > 0 {
-			r.running.Add(-unused)
-			w.running.Add(-unused)
+			w.release(r, unused)
 			w.refund(int(unused))
 		}
 		if err != nil && !errors.Is(err, jobstate.ErrNoJob) {
@@ -216,6 +214,64 @@ func (w *Worker) claimRound(ctx context.Context) (more bool) {
 		}
 	}
 	return more
+}
+
+// maxClaims is the number of claims of one machine a worker has in flight
+// at once. Two measured slower than one on pgstore (0.3 of the rate at
+// 100 slots): concurrent claims skip each other's rows and take smaller
+// batches.
+const maxClaims = 1
+
+// enter counts a claim of r in flight, unless maxClaims are.
+func (r *route) enter() bool {
+	for {
+		n := r.claims.Load()
+		if n >= maxClaims {
+			return false
+		}
+		if r.claims.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// leave ends a claim of r counted by enter.
+func (r *route) leave() { r.claims.Add(-1) }
+
+// reserve takes up to want free slots of r that are free overall too,
+// atomically against other claimers, and returns how many; starved
+// reports that r had free slots but the overall limit left none.
+func (w *Worker) reserve(r *route, want int64) (g int64, starved bool) {
+	for {
+		cur := r.running.Load()
+		g = min(want, int64(r.limit)-cur)
+		if g <= 0 {
+			return 0, false
+		}
+		if r.running.CompareAndSwap(cur, cur+g) {
+			break
+		}
+	}
+	for {
+		cur := w.running.Load()
+		o := min(g, int64(w.limit)-cur)
+		if o <= 0 {
+			r.running.Add(-g)
+			return 0, true
+		}
+		if w.running.CompareAndSwap(cur, cur+o) {
+			if o < g {
+				r.running.Add(o - g)
+			}
+			return o, false
+		}
+	}
+}
+
+// release gives back n slots of r taken by reserve.
+func (w *Worker) release(r *route, n int64) {
+	r.running.Add(-n)
+	w.running.Add(-n)
 }
 
 // take reserves up to n of Drain's remaining claims and returns how many
