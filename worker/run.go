@@ -315,7 +315,11 @@ func (w *Worker) sweeper(ctx context.Context, done chan<- struct{}) {
 // sweepOnce sweeps, and wakes the claim loop when jobs became ready.
 func (w *Worker) sweepOnce(ctx context.Context) jobstate.SweepReport {
 	rep, err := w.eng.Sweep(ctx)
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// Stopped by the shutdown: what was swept stays swept.
+		w.logf(ctx, slog.LevelDebug, "sweep stopped", slog.Any("error", err))
+	case err != nil:
 		w.logf(ctx, slog.LevelWarn, "sweep failed", slog.Int("failures", len(rep.Failures)), slog.Any("error", err))
 	}
 	if rep.Requeued+rep.Retried > 0 {
