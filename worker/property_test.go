@@ -35,14 +35,15 @@ func (o outcome) String() string {
 
 // TestPropertyEveryJobEndsEffectOnce: whatever the handlers do, attempt by
 // attempt (succeed, fail retryably or permanently, panic, snooze, fail in
-// the commit's effect, reject), at any concurrency, every job ends
-// terminal, and the commit's effect was applied exactly once for each
+// the commit's effect, reject), at any concurrency and bound of commits
+// ahead, every job ends terminal, and the commit's effect was applied exactly once for each
 // succeeded job and never for the others.
 func TestPropertyEveryJobEndsEffectOnce(t *testing.T) {
 	def := taskMachine(t, "task")
 	rapid.Check(t, func(rt *rapid.T) {
 		jobs := rapid.IntRange(1, 24).Draw(rt, "jobs")
 		concurrency := rapid.IntRange(1, 6).Draw(rt, "concurrency")
+		ahead := rapid.IntRange(0, 4).Draw(rt, "ahead")
 		// scripts[i][a] is job i's outcome on attempt a+1; past the end it
 		// succeeds.
 		scripts := make([][]outcome, jobs)
@@ -81,7 +82,7 @@ func TestPropertyEveryJobEndsEffectOnce(t *testing.T) {
 			}
 			return jobstate.CommitInput{Effect: ledger.Effect}, nil
 		})
-		w := e.Worker(worker.Handle("task", h, concurrency))
+		w := e.Worker(worker.Handle("task", h, concurrency), worker.WithCommitsAhead(ahead))
 		e.RunFor(w, 30*time.Second, time.Second)
 
 		for i, j := range ids {
