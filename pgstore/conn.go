@@ -109,7 +109,11 @@ func (t *connTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	}
 	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
 	br := t.q.SendBatch(ctx, nb)
-	for range 1 + min(len(t.also), 1) {
+	starts := 1
+	if t.also != "" {
+		starts = 2
+	}
+	for range starts {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
 			return errBatch{err}

@@ -124,31 +124,42 @@ func TestCommitsAheadBound(t *testing.T) {
 }
 
 // TestRunWaitsForCommitsAhead: a graceful stop while a commit is in flight
-// in the background lets it end before Run returns.
+// in the background lets it end before Run returns. The commit's effect
+// stops the worker and holds the commit until the shutdown is waiting on
+// the grace period (its timer on the manual clock, which nothing
+// advances); a Run that did not wait for the commit would have returned
+// by then, and the effect sees it.
 func TestRunWaitsForCommitsAhead(t *testing.T) {
 	e := newEnv(t)
 	j := e.Create(jobstate.NewJob{Machine: "task"})
+	const grace = 5 * time.Second
+	graceAt := e.Clock.Now().Add(grace)
 	runReturned := make(chan struct{})
+	inEffect, release := make(chan struct{}), make(chan struct{})
 	var early atomic.Bool
 	var w *worker.Worker
 	h := worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
 		return jobstate.CommitInput{Effect: func(context.Context, jobstate.Job) error {
 			w.Stop()
-			// Run must not return while this commit is in flight: watch
-			// for a while (a window to see a wrong return, not a wait for
-			// anything the test needs).
+			close(inEffect)
 			select {
 			case <-runReturned:
 				early.Store(true)
-			case <-time.After(50 * time.Millisecond):
+			case <-release:
 			}
 			return nil
 		}}, nil
 	})
-	w = e.Worker(quiet(worker.Handle("task", h, 4), worker.WithCommitsAhead(4))...)
-	errc := runWorker(context.Background(), w)
+	w = e.Worker(quiet(worker.Handle("task", h, 4), worker.WithCommitsAhead(4), worker.WithGracePeriod(grace))...)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- w.Run(context.Background())
+		close(runReturned)
+	}()
+	recv(t, inEffect)
+	waitTimer(t, e.Clock, graceAt) // the shutdown waits for the commit
+	close(release)
 	require.NoError(t, recv(t, errc))
-	close(runReturned)
 	assert.False(t, early.Load(), "Run returned with a commit in flight")
 	e.AssertState(j.ID, done)
 	e.AssertCommittedOnce(j.ID)
@@ -185,14 +196,16 @@ func TestCommitsAheadDefault(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newStoreEnv(t, tc.store)
 			ctx := context.Background()
-			_, err := env.eng.Create(ctx, jobstate.NewJob{Machine: "task", Payload: []byte("a")})
+			a, err := env.eng.Create(ctx, jobstate.NewJob{Machine: "task", Payload: []byte("a")})
 			require.NoError(t, err)
 			_, err = env.eng.Create(ctx, jobstate.NewJob{Machine: "task", Payload: []byte("b")})
 			require.NoError(t, err)
 			bStarted := make(chan struct{})
-			var overlapped atomic.Bool
+			var overlapped, aDoneAtB atomic.Bool
 			h := worker.HandlerFunc(func(ctx context.Context, tk *worker.Task) (jobstate.CommitInput, error) {
 				if string(tk.Job().Payload) == "b" {
+					got, err := env.eng.Get(ctx, a.Job.ID)
+					aDoneAtB.Store(err == nil && got.Terminal())
 					close(bStarted)
 					return ok()
 				}
@@ -214,7 +227,8 @@ func TestCommitsAheadDefault(t *testing.T) {
 			n, err := w.Drain(ctx, 0)
 			require.NoError(t, err)
 			assert.Equal(t, 2, n)
-			assert.Equal(t, tc.ahead, overlapped.Load())
+			assert.Equal(t, tc.ahead, overlapped.Load(), "b ran while a's commit was in flight")
+			assert.Equal(t, !tc.ahead, aDoneAtB.Load(), "a had finished when b started")
 		})
 	}
 }

@@ -94,9 +94,8 @@ func (w *Worker) next(r *route) (t *Task, ok bool) {
 
 // nextBatch is next on a store with batch claims: it claims, for the
 // calling goroutine's slot and the free slots of r, in one batch, unless
-// maxClaims claims of r are in flight (they fill the free slots), starts
-// the jobs beyond the first in goroutines of their own, and returns the
-// first.
+// a claim of r is in flight (it fills the free slots), starts the jobs
+// beyond the first in goroutines of their own, and returns the first.
 func (w *Worker) nextBatch(r *route) (t *Task, ok bool) {
 	if w.stopping() || !r.more.Load() || w.starved.Load() {
 		return nil, false

@@ -106,10 +106,10 @@ type route struct {
 	// as it asked for (or could not ask for any): a handler goroutine that
 	// finishes then claims the next job itself.
 	more atomic.Bool
-	// claims counts the claims of the machine in flight (by the claim
-	// loop or handler goroutines on a store with batch claims), at most
-	// maxClaims, which fill its free slots between them.
-	claims atomic.Int32
+	// claiming is set while a claim of the machine is in flight (by the
+	// claim loop or a handler goroutine on a store with batch claims):
+	// one claim at a time fills its free slots.
+	claiming atomic.Bool
 }
 
 func (r *route) request(worker string) jobstate.ClaimRequest {

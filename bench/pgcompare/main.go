@@ -74,6 +74,9 @@ func main() {
 	if c.workers, err = ints(workers); err == nil {
 		c.ready, err = ints(ready)
 	}
+	if err == nil && c.ahead < -1 {
+		err = fmt.Errorf("-ahead %d: want -1 (the runtime's default) or a bound of 0 or more", c.ahead)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pgcompare:", err)
 		os.Exit(2)

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -183,27 +181,16 @@ func TestTableIsTheLifecycleDiagram(t *testing.T) {
 
 // TestRunPrintsTheDemonstration runs the program and checks its key lines.
 func TestRunPrintsTheDemonstration(t *testing.T) {
-	var out bytes.Buffer
-	require.NoError(t, runOn(&out, exstore.Config{Store: exstore.Memory}))
-	checkDemonstration(t, out.String())
+	checkDemonstration(t, exstore.Output(t, exstore.Config{Store: exstore.Memory}, run))
 }
 
 // TestMainOnPostgreSQL runs the demonstration on PostgreSQL (a throwaway
 // cluster, or JOBSTATE_DATABASE_URL's server) and checks that it prints
 // what it prints on the in-memory store.
 func TestMainOnPostgreSQL(t *testing.T) {
-	url := exstore.TestDatabase(t)
-	var mem, pg bytes.Buffer
-	require.NoError(t, runOn(&mem, exstore.Config{Store: exstore.Memory}))
-	require.NoError(t, runOn(&pg, exstore.Config{Store: exstore.Postgres, DatabaseURL: url}))
-	checkDemonstration(t, pg.String())
-	assert.Equal(t, mem.String(), pg.String())
-}
-
-// runOn runs the demonstration on the store cfg names.
-func runOn(out io.Writer, cfg exstore.Config) error {
-	ctx := context.Background()
-	return exstore.With(ctx, cfg, func(b *exstore.Backend) error { return run(ctx, out, b) })
+	mem, pg := exstore.OnBoth(t, run)
+	checkDemonstration(t, pg)
+	assert.Equal(t, mem, pg)
 }
 
 // checkDemonstration checks the key lines of the demonstration's output.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -238,21 +237,16 @@ func TestStates(t *testing.T) {
 // TestMainPrintsTraces runs the demonstration and checks that it prints the
 // four traces.
 func TestMainPrintsTraces(t *testing.T) {
-	var out bytes.Buffer
-	require.NoError(t, runOn(&out, exstore.Config{Store: exstore.Memory}))
-	checkTraces(t, out.String())
+	checkTraces(t, exstore.Output(t, exstore.Config{Store: exstore.Memory}, run))
 }
 
 // TestMainOnPostgreSQL runs the demonstration on PostgreSQL (a throwaway
 // cluster, or JOBSTATE_DATABASE_URL's server) and checks that it prints
 // what it prints on the in-memory store.
 func TestMainOnPostgreSQL(t *testing.T) {
-	url := exstore.TestDatabase(t)
-	var mem, pg bytes.Buffer
-	require.NoError(t, runOn(&mem, exstore.Config{Store: exstore.Memory}))
-	require.NoError(t, runOn(&pg, exstore.Config{Store: exstore.Postgres, DatabaseURL: url}))
-	checkTraces(t, pg.String())
-	assert.Equal(t, strings.Replace(mem.String(), "the in-memory store", "PostgreSQL", 1), pg.String())
+	mem, pg := exstore.OnBoth(t, run)
+	checkTraces(t, pg)
+	assert.Equal(t, strings.Replace(mem, "the in-memory store", "PostgreSQL", 1), pg)
 }
 
 // TestFlags checks that bad flags are refused with an error, not run.
@@ -264,12 +258,6 @@ func TestFlags(t *testing.T) {
 	cfg, err := exstore.Parse("docproc", []string{"-store", "postgres", "-database-url", "postgres://x"}, &stderr, nil)
 	require.NoError(t, err)
 	assert.Equal(t, exstore.Config{Store: exstore.Postgres, DatabaseURL: "postgres://x"}, cfg)
-}
-
-// runOn runs the demonstration on the store cfg names.
-func runOn(out io.Writer, cfg exstore.Config) error {
-	ctx := context.Background()
-	return exstore.With(ctx, cfg, func(b *exstore.Backend) error { return run(ctx, out, b) })
 }
 
 // checkTraces checks that out holds the four traces.

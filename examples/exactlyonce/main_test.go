@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
-	"io"
 	"testing"
 
 	"github.com/google/uuid"
@@ -155,27 +153,16 @@ func TestTableIsTheLifecycleJobMachine(t *testing.T) {
 
 // TestRunPrintsTheScenarios runs the program and checks its key lines.
 func TestRunPrintsTheScenarios(t *testing.T) {
-	var out bytes.Buffer
-	require.NoError(t, runOn(&out, exstore.Config{Store: exstore.Memory}))
-	checkScenarios(t, out.String())
+	checkScenarios(t, exstore.Output(t, exstore.Config{Store: exstore.Memory}, run))
 }
 
 // TestMainOnPostgreSQL runs the scenarios on PostgreSQL (a throwaway
 // cluster, or JOBSTATE_DATABASE_URL's server) and checks that they print
 // what they print on the in-memory store.
 func TestMainOnPostgreSQL(t *testing.T) {
-	url := exstore.TestDatabase(t)
-	var mem, pg bytes.Buffer
-	require.NoError(t, runOn(&mem, exstore.Config{Store: exstore.Memory}))
-	require.NoError(t, runOn(&pg, exstore.Config{Store: exstore.Postgres, DatabaseURL: url}))
-	checkScenarios(t, pg.String())
-	assert.Equal(t, mem.String(), pg.String())
-}
-
-// runOn runs the scenarios on the store cfg names.
-func runOn(out io.Writer, cfg exstore.Config) error {
-	ctx := context.Background()
-	return exstore.With(ctx, cfg, func(b *exstore.Backend) error { return run(ctx, out, b) })
+	mem, pg := exstore.OnBoth(t, run)
+	checkScenarios(t, pg)
+	assert.Equal(t, mem, pg)
 }
 
 // checkScenarios checks the key lines of the scenarios' output.

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 	"testing"
@@ -241,27 +239,16 @@ func nextStates(def *jobstate.Definition, s jobstate.State) []jobstate.State {
 // TestMainPrintsLifecycle runs the demonstration and checks the lifecycle
 // it prints: a success, a duplicate click, a dead letter, a rejection.
 func TestMainPrintsLifecycle(t *testing.T) {
-	var out bytes.Buffer
-	require.NoError(t, runOn(&out, exstore.Config{Store: exstore.Memory}))
-	checkLifecycle(t, out.String())
+	checkLifecycle(t, exstore.Output(t, exstore.Config{Store: exstore.Memory}, run))
 }
 
 // TestMainOnPostgreSQL runs the demonstration on PostgreSQL (a throwaway
 // cluster, or JOBSTATE_DATABASE_URL's server) and checks that it prints
 // what it prints on the in-memory store.
 func TestMainOnPostgreSQL(t *testing.T) {
-	url := exstore.TestDatabase(t)
-	var mem, pg bytes.Buffer
-	require.NoError(t, runOn(&mem, exstore.Config{Store: exstore.Memory}))
-	require.NoError(t, runOn(&pg, exstore.Config{Store: exstore.Postgres, DatabaseURL: url}))
-	checkLifecycle(t, pg.String())
-	assert.Equal(t, strings.Replace(mem.String(), "the in-memory store", "PostgreSQL", 1), pg.String())
-}
-
-// runOn runs the demonstration on the store cfg names.
-func runOn(out io.Writer, cfg exstore.Config) error {
-	ctx := context.Background()
-	return exstore.With(ctx, cfg, func(b *exstore.Backend) error { return run(ctx, out, b) })
+	mem, pg := exstore.OnBoth(t, run)
+	checkLifecycle(t, pg)
+	assert.Equal(t, strings.Replace(mem, "the in-memory store", "PostgreSQL", 1), pg)
 }
 
 // checkLifecycle checks the lifecycle the demonstration printed.

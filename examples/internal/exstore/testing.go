@@ -1,7 +1,9 @@
 package exstore
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"testing"
 
 	"github.com/jobstate/jobstate/pgstore/pgtest"
@@ -23,4 +25,30 @@ func TestDatabase(t testing.TB) string {
 		}
 	})
 	return c.URL
+}
+
+// Demo is an example program's body: it prints to out, running its jobs
+// on b's stores.
+type Demo func(ctx context.Context, out io.Writer, b *Backend) error
+
+// Output runs demo on the store cfg names and returns what it printed,
+// failing t if it returns an error.
+func Output(t testing.TB, cfg Config, demo Demo) string {
+	t.Helper()
+	ctx := context.Background()
+	var out bytes.Buffer
+	if err := With(ctx, cfg, func(b *Backend) error { return demo(ctx, &out, b) }); err != nil {
+		t.Fatalf("%s: %v", cfg.Store, err)
+	}
+	return out.String()
+}
+
+// OnBoth runs demo on the in-memory store and on PostgreSQL (a database
+// from TestDatabase) and returns what each run printed.
+func OnBoth(t testing.TB, demo Demo) (mem, pg string) {
+	t.Helper()
+	url := TestDatabase(t)
+	mem = Output(t, Config{Store: Memory}, demo)
+	pg = Output(t, Config{Store: Postgres, DatabaseURL: url}, demo)
+	return mem, pg
 }
