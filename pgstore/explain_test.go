@@ -152,4 +152,7 @@ func TestPlansAtScale(t *testing.T) {
 	sql, args = pgstore.ListSQL(s, jobstate.ListQuery{Owner: "user7", Limit: 50})
 	_, nodes = plan(t, s, sql, args...)
 	requireIndexPlan(t, "list by owner", nodes, "jobs_owner")
+	sql, args = pgstore.ListSQL(s, jobstate.ListQuery{Key: "k7", Limit: 50})
+	_, nodes = plan(t, s, sql, args...)
+	requireIndexPlan(t, "list by key", nodes, "jobs_key")
 }

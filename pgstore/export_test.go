@@ -1,6 +1,12 @@
 package pgstore
 
-import "github.com/jobstate/jobstate"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobstate/jobstate"
+)
 
 // Hooks for the external tests.
 
@@ -27,4 +33,28 @@ func GroupQueued(s *Store) int {
 	s.group.mu.Lock()
 	defer s.group.mu.Unlock()
 	return len(s.group.q)
+}
+
+// MigrateUpTo applies the migrations up to version v only, as an older
+// release would have.
+func MigrateUpTo(ctx context.Context, pool *pgxpool.Pool, opts Options, v int) error {
+	all, err := migrations()
+	if err != nil {
+		return err
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer rollback(tx)
+	if _, err := migrateTx(ctx, tx, opts.schema(), all[:v]); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// MigrationCount is the number of embedded migrations.
+func MigrationCount() (int, error) {
+	all, err := migrations()
+	return len(all), err
 }

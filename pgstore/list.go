@@ -71,10 +71,10 @@ func (s *Store) listSQL(q jobstate.ListQuery) (string, []any, error) {
 		where = append(where, "outcome = ANY ("+arg(outs)+")")
 	}
 	if q.Owner != "" {
-		where = append(where, "owner = "+arg(q.Owner))
+		where = append(where, "owner <> '' AND owner = "+arg(q.Owner))
 	}
 	if q.Key != "" {
-		where = append(where, "idempotency_key = "+arg(q.Key))
+		where = append(where, "idempotency_key <> '' AND idempotency_key = "+arg(q.Key))
 	}
 	timeRange := func(col string, from, to time.Time) {
 		if !from.IsZero() {

@@ -444,7 +444,7 @@ const pruneBatch = 500
 
 // Prune implements jobstate.Pruner: batches of up to 500 finished jobs,
 // oldest completion first, each deleted (with its executions, history,
-// effects and key, by cascade) in its own transaction. Jobs locked by a
+// effects and key) in its own transaction. Jobs locked by a
 // running operation are left for a later call.
 func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
@@ -457,12 +457,12 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, er
 		if limit > 0 && limit-n < batch {
 			batch = limit - n
 		}
-		tag, err := s.q(ctx).Exec(ctx, s.sql.prune, cut, cutNs, batch)
-		if err != nil {
+		var deleted int64
+		if err := s.q(ctx).QueryRow(ctx, s.sql.prune, cut, cutNs, batch).Scan(&deleted); err != nil {
 			return n, s.fail(ctx, "prune", err)
 		}
-		n += int(tag.RowsAffected())
-		if int(tag.RowsAffected()) < batch {
+		n += int(deleted)
+		if int(deleted) < batch {
 			break
 		}
 	}
@@ -533,9 +533,16 @@ func newStatements(schema string) statements {
  WHERE wake_at IS NOT NULL AND (wake_at, wake_ns) <= ($1, $2) AND (wake_at, wake_ns, id) > ($3, $4, $5)
    AND machine = ANY ($7)
  ORDER BY wake_at, wake_ns, id LIMIT $6`),
-		prune: r.Replace(`DELETE FROM {jobs} WHERE id IN (
+		// The job's rows in the other tables go in the same statement
+		// (the schema has no foreign keys to cascade: see migration 2).
+		prune: r.Replace(`WITH d AS (DELETE FROM {jobs} WHERE id IN (
  SELECT id FROM {jobs} WHERE kind = 'terminal' AND (completed_at, completed_ns) < ($1, $2)
- ORDER BY completed_at, completed_ns, id LIMIT $3 FOR UPDATE SKIP LOCKED)`),
+ ORDER BY completed_at, completed_ns, id LIMIT $3 FOR UPDATE SKIP LOCKED) RETURNING id),
+ e AS (DELETE FROM {executions} x USING d WHERE x.job_id = d.id),
+ t AS (DELETE FROM {transitions} x USING d WHERE x.job_id = d.id),
+ f AS (DELETE FROM {effects} x USING d WHERE x.job_id = d.id),
+ k AS (DELETE FROM {keys} x USING d WHERE x.job_id = d.id)
+SELECT count(*) FROM d`),
 		lock: r.Replace(`SELECT {job} FROM {jobs} WHERE id = $1 FOR NO KEY UPDATE`),
 		lockMany: r.Replace(`WITH c AS MATERIALIZED (SELECT {job} FROM {jobs} WHERE id = ANY ($1) FOR NO KEY UPDATE SKIP LOCKED)
 SELECT c.* FROM c WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::text, true) FROM c) IS NOT NULL`),

@@ -221,14 +221,15 @@ func (st *state) take(t testing.TB) string {
 func (st *state) recycle(t testing.TB, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// Deleting the jobs deletes everything else, by cascade; a large
-	// store is truncated instead.
+	// Every table is emptied (the schema has no foreign keys to
+	// cascade); a large store is truncated instead.
 	var large bool
 	if err := st.pool.QueryRow(ctx, `SELECT count(*) > 20000 FROM (SELECT 1 FROM `+name+`.jobs LIMIT 20001) j`).Scan(&large); err != nil {
 		t.Errorf("pgtest: emptying schema %s: %v", name, err)
 		return
 	}
-	sql := `DELETE FROM ` + name + `.jobs`
+	sql := `DELETE FROM ` + name + `.jobs; DELETE FROM ` + name + `.executions; DELETE FROM ` + name + `.transitions; DELETE FROM ` +
+		name + `.effects; DELETE FROM ` + name + `.idempotency_keys`
 	if large {
 		sql = `TRUNCATE ` + name + `.jobs, ` + name + `.executions, ` + name + `.transitions, ` + name + `.effects, ` + name + `.idempotency_keys`
 	}
