@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"time"
 
 	"github.com/jobstate/jobstate"
 )
@@ -67,6 +68,7 @@ func (w *Worker) work(r *route, t *Task) {
 	}
 	r.running.Add(-1)
 	w.running.Add(-1)
+	r.freed()
 	if w.starved.Load() || (w.batch && r.more.Load()) || w.draining() {
 		w.poke()
 	}
@@ -103,6 +105,7 @@ func (w *Worker) nextBatch(r *route) (t *Task, ok bool) {
 	if !r.enter() {
 		return nil, false
 	}
+	w.gather(r, 1, r.gatherDeadline(time.Now()))
 	extra, _ := w.reserve(r, int64(r.limit))
 	g := 1 + extra
 	if n := int64(w.take(int(g))); n < g {
@@ -115,7 +118,9 @@ func (w *Worker) nextBatch(r *route) (t *Task, ok bool) {
 		r.leave()
 		return nil, false
 	}
+	t0 := time.Now()
 	got, err := w.eng.ClaimMany(w.base, r.request(w.name), int(g))
+	r.noteClaim(time.Since(t0), len(got))
 	r.leave()
 	if unused := g - int64(len(got)); unused > 0 {
 		// The caller's own slot is the last to give up.

@@ -62,7 +62,7 @@ func (c *config) problem(format string, args ...any) {
 // nil.
 func Handle(machine string, h Handler, concurrency int, opts ...HandlerOption) Option {
 	return func(c *config) {
-		r := &route{machine: machine, h: h, limit: concurrency}
+		r := &route{machine: machine, h: h, limit: concurrency, slotFreed: make(chan struct{}, 1)}
 		for i, o := range opts {
 			if o == nil {
 				c.problem("machine %q: handler option #%d is nil", machine, i+1)

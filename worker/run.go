@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/jobstate/jobstate"
 )
@@ -170,6 +171,16 @@ func (w *Worker) claimRound(ctx context.Context) (more bool) {
 	n := len(w.routes)
 	first := w.rr
 	w.rr = (w.rr + 1) % n
+	// One wait for freed slots per round, shared by its machines.
+	var deadline time.Time
+	if w.batch {
+		now := time.Now()
+		for _, r := range w.routes {
+			if d := r.gatherDeadline(now); d.After(deadline) {
+				deadline = d
+			}
+		}
+	}
 	for i := 0; i < n; i++ {
 		r := w.routes[(first+i)%n]
 		if w.stopping() {
@@ -178,6 +189,7 @@ func (w *Worker) claimRound(ctx context.Context) (more bool) {
 		if !r.enter() {
 			continue // the claim of the machine in flight fills its free slots
 		}
+		w.gather(r, 0, deadline)
 		g, starved := w.reserve(r, int64(r.limit))
 		if g == 0 {
 			r.leave()
@@ -195,7 +207,9 @@ func (w *Worker) claimRound(ctx context.Context) (more bool) {
 			r.leave()
 			return false
 		}
+		t0 := time.Now()
 		got, err := w.eng.ClaimMany(ctx, r.request(w.name), int(g))
+		r.noteClaim(time.Since(t0), len(got))
 		r.leave()
 		if unused := g - int64(len(got)); unused > 0 {
 			w.release(r, unused)
@@ -259,6 +273,7 @@ func (w *Worker) reserve(r *route, want int64) (g int64, starved bool) {
 func (w *Worker) release(r *route, n int64) {
 	r.running.Add(-n)
 	w.running.Add(-n)
+	r.freed()
 }
 
 // take reserves up to n of Drain's remaining claims and returns how many

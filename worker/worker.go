@@ -110,6 +110,13 @@ type route struct {
 	// claim loop or a handler goroutine on a store with batch claims):
 	// one claim at a time fills its free slots.
 	claiming atomic.Bool
+	// claimAvg and claimPerJob are the moving averages of the machine's
+	// claim durations and durations per job claimed, in nanoseconds, and
+	// slotFreed (capacity 1) is signalled when a slot is freed: for
+	// gather.
+	claimAvg    atomic.Int64
+	claimPerJob atomic.Int64
+	slotFreed   chan struct{}
 }
 
 func (r *route) request(worker string) jobstate.ClaimRequest {
