@@ -26,6 +26,29 @@ type BatchClaimer interface {
 	ClaimBatch(ctx context.Context, q ClaimQuery, n int, fn UpdateFunc) ([]Job, error)
 }
 
+// BatchCreator is an optional Store capability: creating many jobs
+// without idempotency keys in one call (in a SQL store, one transaction
+// and COPY). Engine.CreateMany uses it and returns ErrUnsupported without
+// it.
+type BatchCreator interface {
+	// CreateBatch calls fn for i = 0 … n-1, in order, and stores each
+	// Write it returns as Create stores a CreateFunc's: a new job (a new
+	// ID, Version >= 1) with its transitions, executions and effects;
+	// fn's context carries the store's transaction where it has one, as
+	// a CreateFunc's does. It returns the jobs as written, in order. An
+	// error from fn is returned as it is, and stops the batch; a
+	// duplicate id (of a stored job or of an earlier job of the batch)
+	// is ErrDuplicateJob; n < 0 or a nil fn is ErrInvalidArgument; n = 0
+	// writes nothing and returns no job. A store with transactions
+	// creates every job or, with an error, none; a store without (in
+	// memory) stores each job as its fn returns, since the creation
+	// effects fn ran cannot be undone, and with an error returns the
+	// jobs created before it beside the error. Either way the jobs
+	// returned are exactly the jobs created. Writes carry no idempotency
+	// key for the store to hold.
+	CreateBatch(ctx context.Context, n int, fn func(ctx context.Context, i int) (Write, error)) ([]Job, error)
+}
+
 // Notifier is an optional Store capability: telling waiting workers that a
 // job may have become claimable, so that they need not poll. A store that
 // has it signals after every write that leaves a job ready (a creation in

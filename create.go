@@ -99,76 +99,109 @@ func (e *Engine) Create(ctx context.Context, nj NewJob) (Created, error) {
 // create is Create without telling the observers; it returns the creation
 // record for the caller to tell them.
 func (e *Engine) create(ctx context.Context, nj NewJob) (Created, Transition, error) {
-	def, err := e.machine(nj.Machine)
+	p, err := e.planCreate(&nj)
 	if err != nil {
 		return Created{}, Transition{}, err
 	}
-	if err := checkDuration("TTL", nj.TTL); err != nil {
-		return Created{}, Transition{}, err
-	}
-	if err := checkTime("not-before", nj.NotBefore); err != nil {
-		return Created{}, Transition{}, err
-	}
-	if err := checkTime("deadline", nj.Deadline); err != nil {
-		return Created{}, Transition{}, err
-	}
-	retry, own, err := override(def.policy.Retry, nj.Retry)
-	if err != nil {
-		return Created{}, Transition{}, err
-	}
-	fp := nj.Fingerprint
-	if nj.Key != "" && fp == "" {
-		fp = Fingerprint(nj.Payload)
-	}
-	payload := clone(nj.Payload)
 	var rec Transition
 	job, created, err := e.store.Create(ctx, nj.Machine, nj.Key, func(ctx context.Context, existing *Job) (*Write, error) {
 		now, err := e.now()
 		if err != nil {
 			return nil, err
 		}
-		if existing != nil && def.policy.Idempotency.holdsKey(existing, now) {
-			if existing.Fingerprint != fp {
+		if existing != nil && p.def.policy.Idempotency.holdsKey(existing, now) {
+			if existing.Fingerprint != p.fp {
 				return nil, &KeyConflictError{Key: nj.Key, Holder: existing.ID}
 			}
 			return nil, nil
 		}
-		id, err := e.newID()
+		w, r, err := e.buildJob(ctx, &p, now)
 		if err != nil {
-			return nil, fmt.Errorf("jobstate: new job id: %w", err)
+			return nil, err
 		}
-		init := def.states[def.start].spec
-		job := Job{
-			ID: id, Machine: def.name, State: init.Name, Kind: init.Kind,
-			Payload: payload, Version: 1, MaxRetries: retry.MaxRetries,
-			IdempotencyKey: nj.Key, Fingerprint: fp, Owner: nj.Owner, Priority: nj.Priority,
-			CreatedAt: now, UpdatedAt: now, NotBefore: nj.NotBefore, Deadline: nj.Deadline,
-		}
-		if own {
-			job.Backoff, job.OwnBackoff = retry.Backoff, true
-		}
-		if job.Deadline.IsZero() && nj.TTL > 0 {
-			job.Deadline = after(now, nj.TTL)
-		}
-		if g := def.create.Guard; g != nil {
-			err := g(ctx, GuardInput{Job: job, Event: EventCreate, To: init.Name, Actor: nj.Actor, Args: nj.Args, Now: now})
-			if err != nil {
-				return nil, &TransitionError{Machine: def.name, Event: EventCreate, Err: ErrGuardRefused, Cause: err}
-			}
-		}
-		job.WakeAt = def.wakeAt(&job)
-		rec = Transition{JobID: id, Version: 1, Event: EventCreate, To: init.Name, Actor: nj.Actor, Reason: nj.Reason, At: now}
-		if fx := def.create.Effect; fx != nil {
-			if err := runEffect(context.WithValue(ctx, firingKey{}, Firing{Transition: rec, Args: nj.Args}), fx, job); err != nil {
-				return nil, err
-			}
-		}
-		return &Write{Job: job, Transitions: []Transition{rec}}, nil
+		rec = r
+		return &w, nil
 	})
 	if err != nil {
 		return Created{}, Transition{}, err
 	}
 	return Created{Job: job, Existing: !created}, rec, nil
+}
+
+// createPlan is what a creation checks and prepares before the store is
+// called: the machine, the retry settings, the fingerprint and the
+// engine's copy of the payload.
+type createPlan struct {
+	nj      *NewJob
+	def     *Definition
+	retry   RetryPolicy
+	own     bool
+	fp      string
+	payload []byte
+}
+
+// planCreate checks nj (steps 1-4 of Create) and prepares its creation.
+func (e *Engine) planCreate(nj *NewJob) (createPlan, error) {
+	def, err := e.machine(nj.Machine)
+	if err != nil {
+		return createPlan{}, err
+	}
+	if err := checkDuration("TTL", nj.TTL); err != nil {
+		return createPlan{}, err
+	}
+	if err := checkTime("not-before", nj.NotBefore); err != nil {
+		return createPlan{}, err
+	}
+	if err := checkTime("deadline", nj.Deadline); err != nil {
+		return createPlan{}, err
+	}
+	retry, own, err := override(def.policy.Retry, nj.Retry)
+	if err != nil {
+		return createPlan{}, err
+	}
+	fp := nj.Fingerprint
+	if nj.Key != "" && fp == "" {
+		fp = Fingerprint(nj.Payload)
+	}
+	return createPlan{nj: nj, def: def, retry: retry, own: own, fp: fp, payload: clone(nj.Payload)}, nil
+}
+
+// buildJob is the inside of a creation once the key (if any) is free: a
+// new id, the job, the creation guard, the creation effect, and the write
+// with its creation record.
+func (e *Engine) buildJob(ctx context.Context, p *createPlan, now time.Time) (Write, Transition, error) {
+	def, nj := p.def, p.nj
+	id, err := e.newID()
+	if err != nil {
+		return Write{}, Transition{}, fmt.Errorf("jobstate: new job id: %w", err)
+	}
+	init := def.states[def.start].spec
+	job := Job{
+		ID: id, Machine: def.name, State: init.Name, Kind: init.Kind,
+		Payload: p.payload, Version: 1, MaxRetries: p.retry.MaxRetries,
+		IdempotencyKey: nj.Key, Fingerprint: p.fp, Owner: nj.Owner, Priority: nj.Priority,
+		CreatedAt: now, UpdatedAt: now, NotBefore: nj.NotBefore, Deadline: nj.Deadline,
+	}
+	if p.own {
+		job.Backoff, job.OwnBackoff = p.retry.Backoff, true
+	}
+	if job.Deadline.IsZero() && nj.TTL > 0 {
+		job.Deadline = after(now, nj.TTL)
+	}
+	if g := def.create.Guard; g != nil {
+		err := g(ctx, GuardInput{Job: job, Event: EventCreate, To: init.Name, Actor: nj.Actor, Args: nj.Args, Now: now})
+		if err != nil {
+			return Write{}, Transition{}, &TransitionError{Machine: def.name, Event: EventCreate, Err: ErrGuardRefused, Cause: err}
+		}
+	}
+	job.WakeAt = def.wakeAt(&job)
+	rec := Transition{JobID: id, Version: 1, Event: EventCreate, To: init.Name, Actor: nj.Actor, Reason: nj.Reason, At: now}
+	if fx := def.create.Effect; fx != nil {
+		if err := runEffect(context.WithValue(ctx, firingKey{}, Firing{Transition: rec, Args: nj.Args}), fx, job); err != nil {
+			return Write{}, Transition{}, err
+		}
+	}
+	return Write{Job: job, Transitions: []Transition{rec}}, rec, nil
 }
 
 // override applies a job's retry override to the machine's policy and

@@ -195,3 +195,28 @@ func ExampleEngine_List() {
 	// page 1: b.pdf CREATED
 	// page 2: a.pdf CREATED
 }
+
+func ExampleEngine_CreateMany() {
+	ctx := context.Background()
+	def, _ := jobstate.NewDefinition(docSpec())
+	eng, _ := jobstate.New(memstore.New(), jobstate.WithMachines(def))
+	var batch []jobstate.NewJob
+	for _, doc := range []string{"a.pdf", "b.pdf", "c.pdf"} {
+		batch = append(batch, jobstate.NewJob{Machine: "docs", Payload: []byte(doc), Actor: "import"})
+	}
+	jobs, err := eng.CreateMany(ctx, batch)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, j := range jobs {
+		fmt.Println(string(j.Payload), j.State)
+	}
+	_, err = eng.CreateMany(ctx, []jobstate.NewJob{{Machine: "docs", Key: "a.pdf"}})
+	fmt.Println(errors.Is(err, jobstate.ErrInvalidArgument))
+	// Output:
+	// a.pdf CREATED
+	// b.pdf CREATED
+	// c.pdf CREATED
+	// true
+}

@@ -120,6 +120,9 @@ var updateCoverage = flag.Bool("update-coverage", false, "rewrite the coverage t
 var notExpressible = map[string]string{
 	"2.6":  "Replay is a pure function of a history; the Go tests check it, and every runner may",
 	"4.24": "observers are callbacks of the Go engine, which no step can observe",
+	"4.2.1": "CreateMany needs the optional BatchCreator capability, whose outcome on an error " +
+		"differs between stores with and without transactions; storetest's CreateBatch tests and " +
+		"property check it on every store",
 }
 
 // specSections returns the numbered sections of docs/specification.md

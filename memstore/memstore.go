@@ -272,13 +272,27 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 		}
 		return *existing, false, nil
 	}
-	if err := checkNew(w); err != nil {
+	var kp *keyID
+	if key != "" {
+		kp = &k
+	}
+	j, err := s.insert(w, kp)
+	if err != nil {
 		return jobstate.Job{}, false, err
+	}
+	return j, true, nil
+}
+
+// insert checks and stores the new job of w, holding key k when not nil,
+// and returns it as stored.
+func (s *Store) insert(w *jobstate.Write, k *keyID) (jobstate.Job, error) {
+	if err := checkNew(w); err != nil {
+		return jobstate.Job{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e, _ := s.jobs.get(w.Job.ID); e != nil {
-		return jobstate.Job{}, false, fmt.Errorf("%w: %s", jobstate.ErrDuplicateJob, w.Job.ID)
+		return jobstate.Job{}, fmt.Errorf("%w: %s", jobstate.ErrDuplicateJob, w.Job.ID)
 	}
 	m := s.machines[w.Job.Machine]
 	if m == nil {
@@ -291,15 +305,15 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 	e.effects = append(e.effects, w.Effects...)
 	s.jobs.put(w.Job.ID, e)
 	s.record(e, w.Transitions)
-	if key != "" {
-		e.key = &k
-		s.keys.put(k, e)
+	if k != nil {
+		e.key = k
+		s.keys.put(*k, e)
 	}
 	s.reindex(e)
 	if becameReady(nil, &e.job) {
 		s.signal(e.job.Machine)
 	}
-	return e.job, true, nil
+	return e.job, nil
 }
 
 // checkNew checks a write that creates a job.

@@ -11,8 +11,8 @@ import (
 	"github.com/jobstate/jobstate"
 )
 
-// CreateBatch inserts n new jobs without idempotency keys in one
-// transaction. fn is called for i = 0 … n-1 inside it, with a context
+// CreateBatch implements jobstate.BatchCreator (Engine.CreateMany): it
+// inserts n new jobs without idempotency keys in one transaction. fn is called for i = 0 … n-1 inside it, with a context
 // that carries the transaction (Tx) as Create's function's does, so that
 // creation effects can write through it; then the jobs and their history
 // go to the server with COPY, their executions and effects (rare at
@@ -22,10 +22,6 @@ import (
 // Each Write is a new job as a CreateFunc returns it: a new ID, Version
 // >= 1, and its transitions. A duplicate id fails the batch with
 // jobstate.ErrDuplicateJob. The jobs are returned as written, in order.
-//
-// This is the shape of an optional capability (a BatchCreator) that the
-// engine does not call yet: a caller builds each Write as Engine.Create
-// would. See docs/store.md.
 func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Context, i int) (jobstate.Write, error)) ([]jobstate.Job, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -97,6 +97,7 @@ var (
 	_ jobstate.Counter      = (*Store)(nil)
 	_ jobstate.Pruner       = (*Store)(nil)
 	_ jobstate.BatchClaimer = (*Store)(nil)
+	_ jobstate.BatchCreator = (*Store)(nil)
 	_ jobstate.Notifier     = (*Store)(nil)
 	_ jobstate.Lister       = (*Store)(nil)
 )

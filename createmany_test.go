@@ -1,0 +1,38 @@
+package jobstate_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/memstore"
+)
+
+// plainStore is memstore without its optional capabilities.
+type plainStore struct{ jobstate.Store }
+
+// TestCreateManyUnsupported: on a store without BatchCreator, CreateMany
+// says so and creates nothing.
+func TestCreateManyUnsupported(t *testing.T) {
+	def, err := jobstate.NewDefinition(docSpec())
+	require.NoError(t, err)
+	inner := memstore.New()
+	eng, err := jobstate.New(plainStore{inner}, jobstate.WithMachines(def))
+	require.NoError(t, err)
+	_, err = eng.CreateMany(context.Background(), []jobstate.NewJob{{Machine: "docs"}})
+	assert.ErrorIs(t, err, jobstate.ErrUnsupported)
+	counts, err := inner.Count(context.Background(), "docs")
+	require.NoError(t, err)
+	assert.Empty(t, counts)
+}
+
+// TestCreateManyZeroEngine: a zero Engine refuses, as every operation
+// does, without panicking.
+func TestCreateManyZeroEngine(t *testing.T) {
+	var eng jobstate.Engine
+	_, err := eng.CreateMany(context.Background(), []jobstate.NewJob{{Machine: "docs"}})
+	assert.Error(t, err)
+}

@@ -1,0 +1,390 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/jobstate/jobstate"
+)
+
+// RunCreateBatch checks the BatchCreator capability, directly and through
+// Engine.CreateMany. It skips a store without it.
+func RunCreateBatch(t *testing.T, newStore NewStore) {
+	if _, ok := newStore(t).(jobstate.BatchCreator); !ok {
+		t.Skip("the store has no BatchCreator capability")
+	}
+	t.Run("CreatesInOrder", func(t *testing.T) { testCreateManyOrder(t, newStore) })
+	t.Run("RefusedBeforeTheStore", func(t *testing.T) { testCreateManyRefused(t, newStore) })
+	t.Run("StopsAtAnError", func(t *testing.T) { testCreateManyStops(t, newStore) })
+	t.Run("Direct", func(t *testing.T) { testCreateBatchDirect(t, newStore) })
+	t.Run("ReturnedAreCreated", func(t *testing.T) {
+		rapid.Check(t, func(rt *rapid.T) { propCreateMany(rt, t, newStore) })
+	})
+}
+
+// bulkSpec is a machine whose creation guard refuses the payload "bad"
+// and whose creation effect fails on "boom" and counts its runs.
+func bulkSpec(effects *counter) jobstate.Spec {
+	return jobstate.Spec{
+		Name:    "bulk",
+		Initial: "queued",
+		States: []jobstate.StateSpec{
+			{Name: "queued", Kind: jobstate.KindReady},
+			{Name: "running", Kind: jobstate.KindActive},
+			{Name: "done", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
+			{Name: "failed", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
+		},
+		Rules: []jobstate.Rule{
+			{From: []jobstate.State{"queued"}, Event: jobstate.EventClaim, To: "running"},
+			{From: []jobstate.State{"running"}, Event: jobstate.EventSucceed, To: "done"},
+			{From: []jobstate.State{"running"}, Event: jobstate.EventFail, To: "failed"},
+		},
+		Create: jobstate.CreateSpec{
+			Guard: func(_ context.Context, in jobstate.GuardInput) error {
+				if string(in.Job.Payload) == "bad" {
+					return errBadPayload
+				}
+				return nil
+			},
+			Effect: func(ctx context.Context, j jobstate.Job) error {
+				if string(j.Payload) == "boom" {
+					return errBoom
+				}
+				return effects.effect(ctx, j)
+			},
+		},
+	}
+}
+
+var (
+	errBadPayload = errors.New("bad payload")
+	errBoom       = errors.New("boom")
+)
+
+// idSource hands out new ids and remembers them, so that a test can look
+// up every job an engine may have created.
+type idSource struct {
+	mu   sync.Mutex
+	ids  []uuid.UUID
+	next func() uuid.UUID // nil: a new random id
+}
+
+func (s *idSource) gen() (uuid.UUID, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := uuid.New()
+	if s.next != nil {
+		id = s.next()
+	}
+	s.ids = append(s.ids, id)
+	return id, nil
+}
+
+func (s *idSource) drawn() []uuid.UUID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]uuid.UUID(nil), s.ids...)
+}
+
+// tb is what the checks below need of a *testing.T or a *rapid.T.
+type tb interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// existing returns which of ids name a stored job.
+func existing(t tb, s jobstate.Store, ids []uuid.UUID) map[uuid.UUID]bool {
+	t.Helper()
+	out := map[uuid.UUID]bool{}
+	for _, id := range ids {
+		_, err := s.Get(context.Background(), id)
+		switch {
+		case err == nil:
+			out[id] = true
+		case errors.Is(err, jobstate.ErrNotFound):
+		default:
+			t.Fatalf("Get %s: %v", id, err)
+		}
+	}
+	return out
+}
+
+func testCreateManyOrder(t *testing.T, newStore NewStore) {
+	var fx counter
+	var ids idSource
+	var told []jobstate.Transition
+	var mu sync.Mutex
+	observer := jobstate.WithObserver(func(_ context.Context, _ jobstate.Job, tr jobstate.Transition) {
+		mu.Lock()
+		told = append(told, tr)
+		mu.Unlock()
+	})
+	f := newFixture(t, newStore, []jobstate.Option{jobstate.WithIDs(ids.gen), observer}, bulkSpec(&fx))
+	payload := []byte("p1")
+	jobs := []jobstate.NewJob{
+		{Machine: "bulk", Payload: payload, Priority: 1, Actor: "importer", Reason: "bulk load"},
+		{Machine: "bulk", Payload: []byte("p2"), Priority: 5, Owner: "alice"},
+		{Machine: "bulk", Payload: []byte("p3"), NotBefore: Epoch.Add(time.Hour)},
+	}
+	got, err := f.eng.CreateMany(f.ctx, jobs)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	copy(payload, "XX") // the caller reuses its buffer
+	for i, j := range got {
+		assert.Equal(t, ids.drawn()[i], j.ID, "jobs in order")
+		st := f.snapshot(j.ID)
+		assert.Equal(t, j, st.Job, "the job returned is the job stored")
+		assert.Equal(t, jobstate.State("queued"), j.State)
+		assert.Equal(t, int64(1), j.Version)
+		assert.Equal(t, jobs[i].Priority, j.Priority)
+		assert.Equal(t, jobs[i].Owner, j.Owner)
+		require.Len(t, st.History, 1)
+		assert.Equal(t, jobstate.EventCreate, st.History[0].Event)
+		assert.Equal(t, jobs[i].Actor, st.History[0].Actor)
+		assert.Equal(t, jobs[i].Reason, st.History[0].Reason)
+	}
+	assert.Equal(t, []byte("p1"), f.get(got[0].ID).Payload, "the engine keeps its own copy of the payload")
+	assert.Equal(t, int64(3), fx.get(), "one creation effect per job")
+	assert.Len(t, told, 3, "observers told of each creation")
+
+	// Claimable in claim order, the job not yet due left alone.
+	claimed, err := f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "bulk", Worker: "w"}, 10)
+	require.NoError(t, err)
+	require.Len(t, claimed, 2)
+	assert.Equal(t, got[1].ID, claimed[0].Job.ID)
+	assert.Equal(t, got[0].ID, claimed[1].Job.ID)
+
+	none, err := f.eng.CreateMany(f.ctx, nil)
+	assert.NoError(t, err)
+	assert.Empty(t, none)
+}
+
+// testCreateManyRefused: a job CreateMany refuses fails the whole call
+// before the store is called: nothing is created and no effect runs.
+func testCreateManyRefused(t *testing.T, newStore NewStore) {
+	var fx counter
+	var ids idSource
+	f := newFixture(t, newStore, []jobstate.Option{jobstate.WithIDs(ids.gen)}, bulkSpec(&fx))
+	ok := jobstate.NewJob{Machine: "bulk"}
+	for _, tc := range []struct {
+		name string
+		bad  jobstate.NewJob
+		want error
+	}{
+		{"key", jobstate.NewJob{Machine: "bulk", Key: "k"}, jobstate.ErrInvalidArgument},
+		{"negative TTL", jobstate.NewJob{Machine: "bulk", TTL: -time.Second}, jobstate.ErrInvalidArgument},
+		{"time out of range", jobstate.NewJob{Machine: "bulk", NotBefore: time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC)}, jobstate.ErrInvalidArgument},
+		{"unknown machine", jobstate.NewJob{Machine: "nope"}, jobstate.ErrUnknownMachine},
+	} {
+		_, err := f.eng.CreateMany(f.ctx, []jobstate.NewJob{ok, ok, tc.bad, ok})
+		assert.ErrorIs(t, err, tc.want, tc.name)
+		assert.Contains(t, fmt.Sprint(err), "job 2", "%s: the error names the job", tc.name)
+	}
+	assert.Empty(t, ids.drawn(), "no job was built")
+	assert.Zero(t, fx.get(), "no effect ran")
+}
+
+// testCreateManyStops: a refusal or an effect error during the batch is
+// returned; the jobs returned beside it are exactly the jobs created
+// (none on a store with transactions, those before it in memory).
+func testCreateManyStops(t *testing.T, newStore NewStore) {
+	for _, tc := range []struct {
+		payload string
+		want    error
+	}{
+		{"bad", jobstate.ErrGuardRefused},
+		{"boom", errBoom},
+	} {
+		var fx counter
+		var ids idSource
+		f := newFixture(t, newStore, []jobstate.Option{jobstate.WithIDs(ids.gen)}, bulkSpec(&fx))
+		jobs := []jobstate.NewJob{
+			{Machine: "bulk", Payload: []byte("a")},
+			{Machine: "bulk", Payload: []byte("b")},
+			{Machine: "bulk", Payload: []byte(tc.payload)},
+			{Machine: "bulk", Payload: []byte("d")},
+		}
+		got, err := f.eng.CreateMany(f.ctx, jobs)
+		require.ErrorIs(t, err, tc.want)
+		checkReturnedAreCreated(t, f.store, ids.drawn(), got)
+		assert.Len(t, ids.drawn(), 3, "%s: the batch stopped at the third job", tc.payload)
+		if len(got) > 0 {
+			require.Len(t, got, 2, "%s: a store without transactions keeps the jobs before the error", tc.payload)
+			assert.Equal(t, []byte("b"), got[1].Payload)
+		}
+	}
+}
+
+// checkReturnedAreCreated: of the ids drawn, exactly those of the jobs
+// returned name stored jobs, each stored as returned with its creation
+// record.
+func checkReturnedAreCreated(t tb, s jobstate.Store, drawn []uuid.UUID, got []jobstate.Job) {
+	t.Helper()
+	stored := existing(t, s, drawn)
+	want := map[uuid.UUID]bool{}
+	for _, j := range got {
+		want[j.ID] = true
+		st, err := s.Get(context.Background(), j.ID)
+		if assert.NoError(t, err, "a job returned is not stored") {
+			assert.Equal(t, j, st, "the job returned is the job stored")
+		}
+		h, err := s.History(context.Background(), j.ID)
+		if assert.NoError(t, err) && assert.Len(t, h, 1) {
+			assert.Equal(t, jobstate.EventCreate, h[0].Event)
+		}
+	}
+	assert.Equal(t, want, stored, "the jobs stored are exactly the jobs returned")
+}
+
+func testCreateBatchDirect(t *testing.T, newStore NewStore) {
+	s := newStore(t)
+	bc := s.(jobstate.BatchCreator)
+	ctx := context.Background()
+	write := func(j jobstate.Job) func(context.Context, int) (jobstate.Write, error) {
+		return func(context.Context, int) (jobstate.Write, error) { return *creation(j), nil }
+	}
+
+	got, err := bc.CreateBatch(ctx, 0, write(mkJob(Epoch)))
+	assert.NoError(t, err)
+	assert.Empty(t, got)
+	_, err = bc.CreateBatch(ctx, 1, nil)
+	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
+	_, err = bc.CreateBatch(ctx, -1, write(mkJob(Epoch)))
+	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
+
+	// Two jobs, written as given, with a payload of 1 MiB.
+	big := bytes.Repeat([]byte{7}, 1<<20)
+	a, b := mkJob(Epoch), mkJob(Epoch.Add(time.Second))
+	b.Payload = big
+	batch := []jobstate.Job{a, b}
+	got, err = bc.CreateBatch(ctx, 2, func(_ context.Context, i int) (jobstate.Write, error) { return *creation(batch[i]), nil })
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	for i, j := range got {
+		assert.Equal(t, batch[i].ID, j.ID)
+		assert.Equal(t, j, load(t, s, j.ID).Job)
+	}
+	assert.True(t, bytes.Equal(big, load(t, s, b.ID).Job.Payload))
+
+	// A duplicate id, of a stored job or within the batch.
+	c, d := mkJob(Epoch), mkJob(Epoch)
+	for _, tc := range []struct {
+		name  string
+		batch []jobstate.Job
+	}{
+		{"stored", []jobstate.Job{c, a}},
+		{"in the batch", []jobstate.Job{d, d}},
+	} {
+		got, err := bc.CreateBatch(ctx, 2, func(_ context.Context, i int) (jobstate.Write, error) { return *creation(tc.batch[i]), nil })
+		assert.ErrorIs(t, err, jobstate.ErrDuplicateJob, tc.name)
+		stored := existing(t, s, []uuid.UUID{tc.batch[0].ID})
+		if len(got) > 0 {
+			require.Len(t, got, 1, "%s: only the first job can have been created", tc.name)
+			assert.Equal(t, tc.batch[0].ID, got[0].ID)
+		}
+		assert.Len(t, stored, len(got), "%s: the jobs stored are the jobs returned", tc.name)
+	}
+	assert.Equal(t, a, load(t, s, a.ID).Job, "the stored job is untouched")
+
+	// A function error is returned as it is.
+	fail := errors.New("no")
+	_, err = bc.CreateBatch(ctx, 1, func(context.Context, int) (jobstate.Write, error) { return jobstate.Write{}, fail })
+	assert.ErrorIs(t, err, fail)
+
+	// A cancelled context: nothing created, the function not called.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	called := false
+	_, err = bc.CreateBatch(cctx, 1, func(context.Context, int) (jobstate.Write, error) {
+		called = true
+		return *creation(mkJob(Epoch)), nil
+	})
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.False(t, called)
+}
+
+// propCreateMany: whatever goes wrong in a batch (a refusal, an effect
+// error, a duplicate id of a stored job or of an earlier job of the
+// batch), the jobs returned are exactly the jobs created, each stored as
+// returned, and a batch without error creates every job.
+func propCreateMany(rt *rapid.T, t *testing.T, newStore NewStore) {
+	var fx counter
+	ids := &idSource{}
+	store := newStore(t)
+	def, err := jobstate.NewDefinition(bulkSpec(&fx))
+	if err != nil {
+		rt.Fatal(err)
+	}
+	eng, err := jobstate.New(store, jobstate.WithMachines(def), jobstate.WithClock(jobstate.NewManualClock(Epoch)), jobstate.WithIDs(ids.gen))
+	if err != nil {
+		rt.Fatal(err)
+	}
+	ctx := context.Background()
+	first, err := eng.Create(ctx, jobstate.NewJob{Machine: "bulk"})
+	if err != nil {
+		rt.Fatal(err)
+	}
+	n := rapid.IntRange(1, 8).Draw(rt, "n")
+	jobs := make([]jobstate.NewJob, n)
+	faults := make([]string, n)
+	for i := range jobs {
+		faults[i] = rapid.SampledFrom([]string{"", "", "", "bad", "boom", "dup-stored", "dup-batch"}).Draw(rt, fmt.Sprint("fault", i))
+		jobs[i] = jobstate.NewJob{Machine: "bulk", Payload: []byte(fmt.Sprint("job", i)), Priority: rapid.IntRange(-2, 2).Draw(rt, fmt.Sprint("priority", i))}
+		switch faults[i] {
+		case "bad", "boom":
+			jobs[i].Payload = []byte(faults[i])
+		}
+	}
+	// The ids the engine draws for the batch: a fault of a duplicate id
+	// draws the stored job's id or the batch's previous id.
+	k := 0
+	var prev uuid.UUID
+	ids.next = func() uuid.UUID {
+		id := uuid.New()
+		if k < n {
+			switch faults[k] {
+			case "dup-stored":
+				id = first.Job.ID
+			case "dup-batch":
+				if prev != uuid.Nil {
+					id = prev
+				}
+			}
+		}
+		k++
+		prev = id
+		return id
+	}
+	before := len(ids.drawn())
+	got, err := eng.CreateMany(ctx, jobs)
+	drawn := ids.drawn()[before:]
+	var candidates []uuid.UUID
+	for _, id := range drawn {
+		if id != first.Job.ID {
+			candidates = append(candidates, id)
+		}
+	}
+	checkReturnedAreCreated(rt, store, candidates, got)
+	if err == nil && len(got) != n {
+		rt.Fatalf("no error, but %d jobs of %d created", len(got), n)
+	}
+	if err != nil && !errors.Is(err, jobstate.ErrGuardRefused) && !errors.Is(err, errBoom) && !errors.Is(err, jobstate.ErrDuplicateJob) {
+		rt.Fatalf("unexpected error: %v", err)
+	}
+	st, err := store.Get(ctx, first.Job.ID)
+	if err != nil || !reflect.DeepEqual(st, first.Job) {
+		rt.Fatalf("the stored job changed (%v): %+v, was %+v", err, st, first.Job)
+	}
+}
