@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobstate/jobstate"
@@ -50,9 +49,6 @@ type js struct {
 	eng   *jobstate.Engine
 	def   *jobstate.Definition
 	done  atomic.Int64
-	// capture builds the writes Engine.Create would make, for CreateBatch.
-	capture *captureStore
-	capEng  *jobstate.Engine
 }
 
 const jsSchema = "jobstate"
@@ -73,7 +69,7 @@ func newJS(ctx context.Context, url string, conns int32, group int) (*js, error)
 	if err != nil {
 		return nil, err
 	}
-	j := &js{pool: pool, store: store, def: def, capture: &captureStore{}}
+	j := &js{pool: pool, store: store, def: def}
 	j.eng, err = jobstate.New(store, jobstate.WithMachines(def), jobstate.WithObserver(func(_ context.Context, _ jobstate.Job, t jobstate.Transition) {
 		if t.To == "done" {
 			j.done.Add(1)
@@ -82,8 +78,7 @@ func newJS(ctx context.Context, url string, conns int32, group int) (*js, error)
 	if err != nil {
 		return nil, err
 	}
-	j.capEng, err = jobstate.New(j.capture, jobstate.WithMachines(def))
-	return j, err
+	return j, nil
 }
 
 func (j *js) close() {
@@ -102,31 +97,16 @@ func (j *js) analyze(ctx context.Context) error {
 	return err
 }
 
-// writes returns n creation writes of ready jobs, built by the engine.
-func (j *js) writes(ctx context.Context, n int) ([]jobstate.Write, error) {
-	j.capture.mu.Lock()
-	j.capture.writes = make([]jobstate.Write, 0, n)
-	j.capture.mu.Unlock()
-	for i := 0; i < n; i++ {
-		if _, err := j.capEng.Create(ctx, jobstate.NewJob{Machine: machine}); err != nil {
-			return nil, err
-		}
-	}
-	j.capture.mu.Lock()
-	defer j.capture.mu.Unlock()
-	return j.capture.writes, nil
-}
-
-// createBatch creates n jobs with pgstore's CreateBatch (COPY), in calls
-// of per jobs.
+// createBatch creates n jobs with Engine.CreateMany (pgstore's
+// CreateBatch: one transaction and COPY), in calls of per jobs.
 func (j *js) createBatch(ctx context.Context, n, per int) error {
+	batch := make([]jobstate.NewJob, per)
+	for i := range batch {
+		batch[i] = jobstate.NewJob{Machine: machine}
+	}
 	for n > 0 {
 		k := min(n, per)
-		ws, err := j.writes(ctx, k)
-		if err != nil {
-			return err
-		}
-		if _, err := j.store.CreateBatch(ctx, k, func(_ context.Context, i int) (jobstate.Write, error) { return ws[i], nil }); err != nil {
+		if _, err := j.eng.CreateMany(ctx, batch[:k]); err != nil {
 			return err
 		}
 		n -= k
@@ -283,57 +263,6 @@ func (j *js) notifyLatency(ctx context.Context, n int, pause, poll time.Duration
 		}
 	}
 	return out, nil
-}
-
-// captureStore is a Store whose Create keeps the write the engine's
-// function returns, and stores nothing: it turns NewJobs into the Writes
-// pgstore's CreateBatch takes.
-type captureStore struct {
-	mu     sync.Mutex
-	writes []jobstate.Write
-}
-
-func (c *captureStore) Create(ctx context.Context, _, _ string, fn jobstate.CreateFunc) (jobstate.Job, bool, error) {
-	w, err := fn(ctx, nil)
-	if err != nil {
-		return jobstate.Job{}, false, err
-	}
-	c.mu.Lock()
-	c.writes = append(c.writes, *w)
-	c.mu.Unlock()
-	return w.Job, true, nil
-}
-
-func (c *captureStore) Get(context.Context, uuid.UUID) (jobstate.Job, error) {
-	return jobstate.Job{}, jobstate.ErrNotFound
-}
-
-func (c *captureStore) Executions(context.Context, uuid.UUID) ([]jobstate.Execution, error) {
-	return nil, jobstate.ErrNotFound
-}
-
-func (c *captureStore) History(context.Context, uuid.UUID) ([]jobstate.Transition, error) {
-	return nil, jobstate.ErrNotFound
-}
-
-func (c *captureStore) Effects(context.Context, uuid.UUID) ([]jobstate.EffectRecord, error) {
-	return nil, jobstate.ErrNotFound
-}
-
-func (c *captureStore) Update(context.Context, uuid.UUID, jobstate.UpdateFunc) (jobstate.Job, error) {
-	return jobstate.Job{}, jobstate.ErrUnsupported
-}
-
-func (c *captureStore) ClaimNext(context.Context, jobstate.ClaimQuery, jobstate.UpdateFunc) (jobstate.Job, error) {
-	return jobstate.Job{}, jobstate.ErrNoJob
-}
-
-func (c *captureStore) Due(context.Context, jobstate.DueQuery) ([]jobstate.DueJob, error) {
-	return nil, nil
-}
-
-func (c *captureStore) Stale(context.Context, string, time.Time, int) ([]jobstate.Job, error) {
-	return nil, nil
 }
 
 // loop runs workers goroutines, each looping Engine.ClaimMany(batch) →

@@ -379,7 +379,7 @@ func run(ctx context.Context, c config) error {
 			{fmt.Sprintf("batches of %d", c.batchPer), "Engine.Create ×" + strconv.Itoa(c.batchPer) + " in one transaction (WithTx)", "InsertMany", c.batchN,
 				func() error { return j.createTx(ctx, c.batchN, c.batchPer) },
 				func() error { return r.insertMany(ctx, c.batchN, c.batchPer) }},
-			{fmt.Sprintf("COPY, batches of %d", c.batchPer), "pgstore.CreateBatch", "InsertManyFast", c.batchN,
+			{fmt.Sprintf("COPY, batches of %d", c.batchPer), "Engine.CreateMany (pgstore.CreateBatch)", "InsertManyFast", c.batchN,
 				func() error { return j.createBatch(ctx, c.batchN, c.batchPer) },
 				func() error { return r.insertFast(ctx, c.batchN, c.batchPer) }},
 		}
