@@ -97,7 +97,7 @@ func checkCommit(def *Definition, cur *Snapshot, lease Lease, now time.Time) (Ex
 // ErrInvalidArgument if this execution has not committed, a
 // *TransitionError if the table has no succeed rule from the job's state.
 func (e *Engine) Finish(ctx context.Context, lease Lease) (Job, error) {
-	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
+	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error) {
 		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
@@ -105,7 +105,7 @@ func (e *Engine) Finish(ctx context.Context, lease Lease) (Job, error) {
 		if x.Status != ExecCommitted {
 			return Write{}, fmt.Errorf("%w: execution %s is %s; only a committed execution can finish", ErrInvalidArgument, x.ID, x.Status)
 		}
-		return finish(ctx, def, &cur, *x, lease.Owner, "", now)
+		return finish(ctx, def, &cur, *x, lease.Owner, "", now, p)
 	})
 }
 
@@ -124,9 +124,11 @@ func (e *Engine) Succeed(ctx context.Context, lease Lease, in CommitInput) (Job,
 		if err != nil {
 			return Write{}, err
 		}
+		// The commit alone is kept as a stage; the finishing write takes
+		// the plan's buffer of one record.
 		committed := commitWrite(def, &cur, x, in.Result, now)
 		cur.Job.Result = in.Result
-		w, err := finish(ctx, def, &cur, x, lease.Owner, "", now)
+		w, err := finish(ctx, def, &cur, x, lease.Owner, "", now, p)
 		if err != nil {
 			return Write{}, err
 		}
@@ -138,7 +140,9 @@ func (e *Engine) Succeed(ctx context.Context, lease Lease, in CommitInput) (Job,
 
 // finish writes x as DONE and fires the succeed rule; every other live
 // execution is aborted, having lost to x.
-func finish(ctx context.Context, def *Definition, cur *Snapshot, x Execution, actor, reason string, now time.Time) (Write, error) {
+//
+// p, when not nil, holds the write's record.
+func finish(ctx context.Context, def *Definition, cur *Snapshot, x Execution, actor, reason string, now time.Time, p *plan) (Write, error) {
 	next, rec, err := def.next(ctx, cur.Job, Input{
 		Event: EventSucceed, Actor: actor, Reason: reason, Now: now, Executions: cur.Executions, ExecID: x.ID,
 	})
@@ -150,7 +154,7 @@ func finish(ctx context.Context, def *Definition, cur *Snapshot, x Execution, ac
 	x.Status, x.FinishedAt = ExecDone, now
 	execs := []Execution{x}
 	execs = append(execs, abortLive(cur.Executions, x.ID, now, func() string { return fmt.Sprintf("execution %s won", x.ID) })...)
-	w := Write{Job: next, Transitions: []Transition{rec}, Executions: execs}
+	w := Write{Job: next, Transitions: p.recsOf(rec), Executions: execs}
 	def.settle(&w.Job, cur.Executions, w.Executions)
 	return w, nil
 }

@@ -99,33 +99,41 @@ func (e *Engine) Create(ctx context.Context, nj NewJob) (Created, error) {
 // create is Create without telling the observers; it returns the creation
 // record for the caller to tell them.
 func (e *Engine) create(ctx context.Context, nj NewJob) (Created, Transition, error) {
-	p, err := e.planCreate(&nj)
-	if err != nil {
+	// One allocation carries the creation through the store's callback.
+	st := &createState{nj: nj}
+	var err error
+	if st.p, err = e.planCreate(&st.nj); err != nil {
 		return Created{}, Transition{}, err
 	}
-	var rec Transition
 	job, created, err := e.store.Create(ctx, nj.Machine, nj.Key, func(ctx context.Context, existing *Job) (*Write, error) {
 		now, err := e.now()
 		if err != nil {
 			return nil, err
 		}
-		if existing != nil && p.def.policy.Idempotency.holdsKey(existing, now) {
-			if existing.Fingerprint != p.fp {
-				return nil, &KeyConflictError{Key: nj.Key, Holder: existing.ID}
+		if existing != nil && st.p.def.policy.Idempotency.holdsKey(existing, now) {
+			if existing.Fingerprint != st.p.fp {
+				return nil, &KeyConflictError{Key: st.nj.Key, Holder: existing.ID}
 			}
 			return nil, nil
 		}
-		w, r, err := e.buildJob(ctx, &p, now)
-		if err != nil {
+		if st.w, st.rec, err = e.buildJob(ctx, &st.p, now); err != nil {
 			return nil, err
 		}
-		rec = r
-		return &w, nil
+		return &st.w, nil
 	})
 	if err != nil {
 		return Created{}, Transition{}, err
 	}
-	return Created{Job: job, Existing: !created}, rec, nil
+	return Created{Job: job, Existing: !created}, st.rec, nil
+}
+
+// createState is one creation inside the store's callback: the job asked
+// for, its plan, and the write and record made.
+type createState struct {
+	nj  NewJob
+	p   createPlan
+	w   Write
+	rec Transition
 }
 
 // createPlan is what a creation checks and prepares before the store is

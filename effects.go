@@ -70,6 +70,31 @@ type plan struct {
 	one [1]Transition
 }
 
+// recsOf returns rec as a write's records, in p's buffer when p is not
+// nil. The buffer holds one record: one write per plan uses it.
+func (p *plan) recsOf(rec Transition) []Transition {
+	if p == nil {
+		return []Transition{rec}
+	}
+	p.one[0] = rec
+	return p.one[:1:1]
+}
+
+// execBuf holds the one execution of a write (a claim's), so that the
+// write's slice of executions needs no allocation of its own. It is kept
+// apart from plan, which every operation allocates, since most writes
+// need none.
+type execBuf [1]Execution
+
+// of returns x as a write's executions, in b when b is not nil.
+func (b *execBuf) of(x Execution) []Execution {
+	if b == nil {
+		return []Execution{x}
+	}
+	b[0] = x
+	return b[:1:1]
+}
+
 // stage is a point a write can be cut back to: after its first recs
 // transition records, the write w.
 type stage struct {

@@ -109,32 +109,42 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 	if err != nil {
 		return Claimed{}, err
 	}
-	var lease Lease
-	var recs []Transition
-	var failed error
+	// One allocation carries the claim through the store's callback.
+	st := &claimState{}
 	job, err := e.store.ClaimNext(ctx, ClaimQuery{Machine: def.name, Now: now}, func(ctx context.Context, cur Snapshot) (Write, error) {
-		w, l, err := e.claim(ctx, def, &cur, req, ttl, now)
+		st.p = plan{}
+		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, &st.p, &st.x)
 		if err != nil {
 			return Write{}, errors.Join(ErrSkip, err)
 		}
-		var p plan
-		if w, _, err = p.run(ctx, def, w, req.Args); err != nil {
-			if failed == nil {
-				failed = fmt.Errorf("job %s: %w", cur.Job.ID, err)
+		if w, _, err = st.p.run(ctx, def, w, req.Args); err != nil {
+			if st.failed == nil {
+				st.failed = fmt.Errorf("job %s: %w", cur.Job.ID, err)
 			}
 			return Write{}, errors.Join(ErrSkip, err)
 		}
-		lease, recs = l, w.Transitions
+		st.lease, st.recs = l, w.Transitions
 		return w, nil
 	})
 	if err != nil {
-		if errors.Is(err, ErrNoJob) && failed != nil {
-			return Claimed{}, fmt.Errorf("%w; a claim's effect failed: %w", err, failed)
+		if errors.Is(err, ErrNoJob) && st.failed != nil {
+			return Claimed{}, fmt.Errorf("%w; a claim's effect failed: %w", err, st.failed)
 		}
 		return Claimed{}, err
 	}
-	e.notify(ctx, job, recs)
-	return Claimed{Lease: lease, Job: job}, nil
+	e.notify(ctx, job, st.recs)
+	return Claimed{Lease: st.lease, Job: job}, nil
+}
+
+// claimState is one Claim inside the store's callback: the plan of the
+// candidate offered (with the buffers of its write), and what the claim
+// leaves for after the write.
+type claimState struct {
+	p      plan
+	x      execBuf
+	lease  Lease
+	recs   []Transition
+	failed error
 }
 
 // ClaimJob claims one named job (bounty marketplace: a worker claims a specific
@@ -146,12 +156,12 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 // ErrInvalidArgument.
 func (e *Engine) ClaimJob(ctx context.Context, id uuid.UUID, req ClaimRequest) (Claimed, error) {
 	var lease Lease
-	job, err := e.update(ctx, id, req.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
+	job, err := e.update(ctx, id, req.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error) {
 		ttl, err := leaseTTL(def, req)
 		if err != nil {
 			return Write{}, err
 		}
-		w, l, err := e.claim(ctx, def, &cur, req, ttl, now)
+		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, p, nil)
 		lease = l
 		return w, err
 	})
@@ -175,7 +185,9 @@ func leaseTTL(def *Definition, req ClaimRequest) (time.Duration, error) {
 }
 
 // claim decides one claim of cur.
-func (e *Engine) claim(ctx context.Context, def *Definition, cur *Snapshot, req ClaimRequest, ttl time.Duration, now time.Time) (Write, Lease, error) {
+//
+// p and xb, when not nil, hold the write's record and execution.
+func (e *Engine) claim(ctx context.Context, def *Definition, cur *Snapshot, req ClaimRequest, ttl time.Duration, now time.Time, p *plan, xb *execBuf) (Write, Lease, error) {
 	job := &cur.Job
 	switch {
 	case job.Kind == KindTerminal:
@@ -210,7 +222,7 @@ func (e *Engine) claim(ctx context.Context, def *Definition, cur *Snapshot, req 
 	}
 	next.Attempt = x.Attempt
 	next.CancelRequested = false
-	w := Write{Job: next, Transitions: []Transition{rec}, Executions: []Execution{x}}
+	w := Write{Job: next, Transitions: p.recsOf(rec), Executions: xb.of(x)}
 	def.settle(&w.Job, cur.Executions, w.Executions)
 	return w, Lease{JobID: job.ID, ExecID: x.ID, Token: x.Attempt, Owner: req.Worker, ExpiresAt: x.LeaseExpiresAt, TTL: ttl}, nil
 }
@@ -393,7 +405,9 @@ func (e *Engine) ClaimMany(ctx context.Context, req ClaimRequest, n int) ([]Clai
 	got := make(map[uuid.UUID]taken, n)
 	var failed error
 	jobs, err := bc.ClaimBatch(ctx, ClaimQuery{Machine: def.name, Now: now}, n, func(ctx context.Context, cur Snapshot) (Write, error) {
-		w, l, err := e.claim(ctx, def, &cur, req, ttl, now)
+		// No buffers of a shared plan here: the store may hold every
+		// job's write until the batch ends.
+		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, nil, nil)
 		if err != nil {
 			return Write{}, errors.Join(ErrSkip, err)
 		}

@@ -202,7 +202,7 @@ func (e *Engine) loseLeases(ctx context.Context, def *Definition, c *chain, now 
 		var w Write
 		var err error
 		if x.Status == ExecCommitted {
-			w, err = finish(ctx, def, &snap, x, SweepActor, reason+" after commit: finalized", now)
+			w, err = finish(ctx, def, &snap, x, SweepActor, reason+" after commit: finalized", now, nil)
 			r.Finalized++
 		} else {
 			class := ClassRetryable

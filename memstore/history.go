@@ -51,6 +51,11 @@ func newHistoryLog() historyLog { return historyLog{tail: -1} }
 
 // add appends t as the next record of e's history.
 func (l *historyLog) add(e *entry, t *jobstate.Transition) {
+	if e.history == nil {
+		// Room for a short lifecycle (created, claimed, finished, and
+		// one more) in one allocation, rather than three as it grows.
+		e.history = make([]int, 0, 4)
+	}
 	e.history = append(e.history, l.put(t))
 }
 

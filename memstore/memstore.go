@@ -251,8 +251,10 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 		return jobstate.Job{}, false, fmt.Errorf("%w: nil create function", jobstate.ErrInvalidArgument)
 	}
 	var existing *jobstate.Job
-	k := keyID{machine, key}
+	var kp *keyID
 	if key != "" {
+		k := keyID{machine, key}
+		kp = &k
 		l := s.keyLocks.lock(k)
 		defer s.keyLocks.unlock(k, l)
 		s.mu.RLock()
@@ -271,10 +273,6 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 			return jobstate.Job{}, false, fmt.Errorf("%w: create function returned no job and there is none to keep", jobstate.ErrInvalidArgument)
 		}
 		return *existing, false, nil
-	}
-	var kp *keyID
-	if key != "" {
-		kp = &k
 	}
 	j, err := s.insert(w, kp)
 	if err != nil {
