@@ -124,16 +124,23 @@ func (e *Engine) Succeed(ctx context.Context, lease Lease, in CommitInput) (Job,
 		if err != nil {
 			return Write{}, err
 		}
-		// The commit alone is kept as a stage; the finishing write takes
-		// the plan's buffer of one record.
-		committed := commitWrite(def, &cur, x, in.Result, now)
+		// The commit alone is the write kept if the succeed rule's effect
+		// fails after the commit's effect ran (see plan.run); without
+		// rule effects it is never needed, nor made. The finishing write
+		// takes the plan's buffer of one record.
+		var committed Write
+		if def.ruleFx {
+			committed = commitWrite(def, &cur, x, in.Result, now)
+		}
 		cur.Job.Result = in.Result
 		w, err := finish(ctx, def, &cur, x, lease.Owner, "", now, p)
 		if err != nil {
 			return Write{}, err
 		}
 		p.own = in.Effect
-		p.keep(0, committed)
+		if def.ruleFx {
+			p.keep(0, committed)
+		}
 		return w, nil
 	})
 }
