@@ -63,22 +63,23 @@ func runModel(rt *rapid.T, t *testing.T, newStore NewStore) {
 		rt.Fatal(err)
 	}
 	rt.Repeat(map[string]func(*rapid.T){
-		"create":    md.create,
-		"fire":      md.fire,
-		"claim":     md.claim,
-		"claimJob":  md.claimJob,
-		"heartbeat": md.leaseOp("heartbeat"),
-		"start":     md.leaseOp("start"),
-		"commit":    md.leaseOp("commit"),
-		"finish":    md.leaseOp("finish"),
-		"succeed":   md.leaseOp("succeed"),
-		"fail":      md.leaseOp("fail"),
-		"permanent": md.leaseOp("permanent"),
-		"snooze":    md.leaseOp("snooze"),
-		"advance":   md.leaseOp("advance"),
-		"sweep":     md.sweep,
-		"tick":      md.tick,
-		"":          md.check,
+		"create":     md.create,
+		"createMany": md.createMany,
+		"fire":       md.fire,
+		"claim":      md.claim,
+		"claimJob":   md.claimJob,
+		"heartbeat":  md.leaseOp("heartbeat"),
+		"start":      md.leaseOp("start"),
+		"commit":     md.leaseOp("commit"),
+		"finish":     md.leaseOp("finish"),
+		"succeed":    md.leaseOp("succeed"),
+		"fail":       md.leaseOp("fail"),
+		"permanent":  md.leaseOp("permanent"),
+		"snooze":     md.leaseOp("snooze"),
+		"advance":    md.leaseOp("advance"),
+		"sweep":      md.sweep,
+		"tick":       md.tick,
+		"":           md.check,
 	})
 	md.finalSweep()
 }
@@ -173,6 +174,33 @@ func (md *model) create(rt *rapid.T) {
 		rt.Fatal(err)
 	}
 	md.ids = append(md.ids, c.Job.ID)
+}
+
+// createMany creates one to three jobs with Engine.CreateMany, on a store
+// with the BatchCreator capability (create, otherwise).
+func (md *model) createMany(rt *rapid.T) {
+	if _, ok := md.store.(jobstate.BatchCreator); !ok || len(md.ids) >= 4 {
+		md.create(rt)
+		return
+	}
+	n := rapid.IntRange(1, 3).Draw(rt, "many")
+	jobs := make([]jobstate.NewJob, n)
+	for i := range jobs {
+		jobs[i] = jobstate.NewJob{Machine: "gen", Priority: rapid.IntRange(0, 2).Draw(rt, "priority")}
+		if rapid.Bool().Draw(rt, "scheduled") {
+			jobs[i].NotBefore = md.clock.Now().Add(time.Duration(rapid.IntRange(1, 20).Draw(rt, "delay")) * time.Second)
+		}
+	}
+	got, err := md.eng.CreateMany(md.ctx, jobs)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	if len(got) != n {
+		rt.Fatalf("CreateMany of %d jobs returned %d", n, len(got))
+	}
+	for _, j := range got {
+		md.ids = append(md.ids, j.ID)
+	}
 }
 
 func (md *model) job(rt *rapid.T) uuid.UUID {
