@@ -66,8 +66,5 @@ func (e *Engine) CreateMany(ctx context.Context, jobs []NewJob) ([]Job, error) {
 			e.notify(ctx, created[i], recs[i:i+1])
 		}
 	}
-	if err != nil {
-		return created, err
-	}
-	return created, nil
+	return created, err
 }

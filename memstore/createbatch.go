@@ -7,13 +7,13 @@ import (
 	"github.com/jobstate/jobstate"
 )
 
+var _ jobstate.BatchCreator = (*Store)(nil)
+
 // CreateBatch implements jobstate.BatchCreator. Having no transactions,
 // it stores each job as its function returns (the creation effects the
 // function ran cannot be undone), so that with an error the jobs created
 // before it are returned beside it, and are exactly the jobs created.
 // Functions run with no lock of the store held.
-var _ jobstate.BatchCreator = (*Store)(nil)
-
 func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Context, i int) (jobstate.Write, error)) ([]jobstate.Job, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
