@@ -106,10 +106,15 @@ type entry struct {
 	job     jobstate.Job
 	execs   []jobstate.Execution
 	effects []jobstate.EffectRecord
+	// exec1 backs execs while the job has one execution (most jobs), so
+	// that the first claim allocates nothing for it.
+	exec1 [1]jobstate.Execution
 }
 
 func newEntry(m *machine) *entry {
-	return &entry{m: m, schedAt: -1, availAt: -1, leaseAt: -1, wk: wakeNode{prio: rand.Uint32()}}
+	e := &entry{m: m, schedAt: -1, availAt: -1, leaseAt: -1, wk: wakeNode{prio: rand.Uint32()}}
+	e.execs = e.exec1[:0:1]
+	return e
 }
 
 // New returns an empty store.
