@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -150,4 +151,63 @@ func TestFunctionCannotEndStoreTransaction(t *testing.T) {
 func TestTxOutsideStoreCall(t *testing.T) {
 	_, ok := pgstore.Tx(context.Background())
 	assert.False(t, ok)
+}
+
+// CreateMany in the caller's transaction: the jobs commit or roll back
+// with the caller's rows, and a failed batch leaves the transaction
+// usable, with nothing of the batch in it.
+func TestCreateManyInCallersTransaction(t *testing.T) {
+	spec := workSpec()
+	spec.Create.Guard = func(_ context.Context, in jobstate.GuardInput) error {
+		if string(in.Job.Payload) == "bad" {
+			return errors.New("bad payload")
+		}
+		return nil
+	}
+	e := newEnv(t, spec)
+	orders := e.table("orders", "id text PRIMARY KEY")
+	batch := []jobstate.NewJob{{Machine: "work", Payload: []byte("a")}, {Machine: "work", Payload: []byte("b")}}
+	for _, commit := range []bool{false, true} {
+		tx, err := e.pool.Begin(e.ctx)
+		require.NoError(t, err)
+		id := fmt.Sprint("order-", commit)
+		_, err = tx.Exec(e.ctx, "INSERT INTO "+orders+" VALUES ($1)", id)
+		require.NoError(t, err)
+		ctx := pgstore.WithTx(e.ctx, tx)
+
+		// A batch that fails in the store (the second job's guard
+		// refuses, after the first was built) leaves the transaction
+		// usable, with no job in it.
+		_, err = e.eng.CreateMany(ctx, []jobstate.NewJob{{Machine: "work", Payload: []byte("a")}, {Machine: "work", Payload: []byte("bad")}})
+		require.ErrorIs(t, err, jobstate.ErrGuardRefused)
+		page, err := e.eng.List(ctx, jobstate.ListQuery{Machine: "work"}, "")
+		require.NoError(t, err, "the caller's transaction is usable")
+		require.Empty(t, page.Jobs, "nothing of the failed batch")
+
+		jobs, err := e.eng.CreateMany(ctx, batch)
+		require.NoError(t, err)
+		require.Len(t, jobs, 2)
+		for _, j := range jobs {
+			_, err = e.store.Get(ctx, j.ID)
+			require.NoError(t, err, "visible inside the transaction")
+			_, err = e.store.Get(e.ctx, j.ID)
+			require.ErrorIs(t, err, jobstate.ErrNotFound, "not outside it yet")
+		}
+		if commit {
+			require.NoError(t, tx.Commit(e.ctx))
+		} else {
+			require.NoError(t, tx.Rollback(e.ctx))
+		}
+		var rows int
+		require.NoError(t, e.pool.QueryRow(e.ctx, "SELECT count(*) FROM "+orders+" WHERE id = $1", id).Scan(&rows))
+		for _, j := range jobs {
+			_, err = e.store.Get(e.ctx, j.ID)
+			if commit {
+				assert.NoError(t, err, "the jobs commit with the row")
+			} else {
+				assert.ErrorIs(t, err, jobstate.ErrNotFound, "the jobs roll back with the row")
+			}
+		}
+		assert.Equal(t, map[bool]int{true: 1, false: 0}[commit], rows)
+	}
 }
