@@ -47,7 +47,7 @@ func unnestOf(from int, types, cols []string) string {
 // multiStatements returns the SQL of the writes of many jobs.
 func multiStatements(r *strings.Replacer) (update, transitions, execs, effects string) {
 	cols := columnNames(jobWriteColumns)
-	var set, ret []string
+	var set []string
 	for _, c := range cols {
 		switch c {
 		case "id":
@@ -57,20 +57,13 @@ func multiStatements(r *strings.Replacer) (update, transitions, execs, effects s
 			set = append(set, fmt.Sprintf("%s = v.%s", c, c))
 		}
 	}
-	for _, c := range columnNames(jobColumns) {
-		if c == "payload" || c == "result" {
-			ret = append(ret, "NULL::bytea")
-		} else {
-			ret = append(ret, "j."+c)
-		}
-	}
 	n := len(cols)
 	vcols := append(append([]string{}, cols...), "old_version", "new_payload", "new_result")
 	vtypes := append(append([]string{}, jobWriteTypes...), "int8", "bool", "bool")
 	update = r.Replace(`WITH u AS (UPDATE {jobs} j SET ` + strings.Join(set, ", ") + `
  FROM ` + unnestOf(1, vtypes, vcols) + `
- WHERE j.id = v.id AND j.version = v.old_version RETURNING ` + strings.Join(ret, ", ") + `)
-SELECT (SELECT 1 / (count(*) = $` + fmt.Sprint(n+4) + `)::int FROM u) AS updated, u.* FROM (SELECT 1) one LEFT JOIN u ON true`)
+ WHERE j.id = v.id AND j.version = v.old_version RETURNING 1)
+SELECT 1 / (count(*) = $` + fmt.Sprint(n+4) + `)::int FROM u`)
 	transitions = r.Replace(`INSERT INTO {transitions} ({transition}) SELECT * FROM ` + unnestOf(1, transitionTypes, columnNames(transitionColumns)))
 	execs = r.Replace(`INSERT INTO {executions} (` + execColumns + `) SELECT * FROM ` + unnestOf(1, execTypes, columnNames(execColumns)) + `
  ON CONFLICT (job_id, id) DO UPDATE SET attempt = EXCLUDED.attempt, owner = EXCLUDED.owner, status = EXCLUDED.status,
@@ -194,7 +187,7 @@ type multiWrite struct {
 	jobs    [][]any
 	curs    []*jobstate.Job
 	outs    []*jobstate.Job
-	blobs   [][2][]byte // payload and result as written
+	written []jobstate.Job // the jobs as written, with payload and result
 	hist    [][]any
 	execs   [][]any
 	effects [][]any
@@ -237,7 +230,9 @@ func (m *multiWrite) add(cur *jobstate.Job, w *jobstate.Write, out *jobstate.Job
 	m.jobs = append(m.jobs, append(args, cur.Version, newPayload, newResult))
 	m.curs = append(m.curs, cur)
 	m.outs = append(m.outs, out)
-	m.blobs = append(m.blobs, [2][]byte{payload, result})
+	j := asStored(w.Job)
+	j.Payload, j.Result = payload, result
+	m.written = append(m.written, j)
 	for i := range w.Transitions {
 		m.hist = append(m.hist, transitionArgs(id, &w.Transitions[i]))
 	}
@@ -261,30 +256,20 @@ func (s *Store) queueMulti(b *pgx.Batch, m *multiWrite) error {
 	if err != nil {
 		return err
 	}
-	at := make(map[uuid.UUID]int, m.len())
-	for i, c := range m.curs {
-		at[c.ID] = i
-	}
-	outs, blobs := m.outs, m.blobs
-	b.Queue(s.sql.updateMany, append(cols, int64(m.len()))...).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var ok int64
-			var r jobRow
-			if err := rows.Scan(append([]any{&ok}, r.dest()...)...); err != nil {
-				return err
-			}
-			j, err := r.job()
-			if err != nil {
-				return err
-			}
-			i, found := at[j.ID]
-			if !found {
-				return fmt.Errorf("pgstore: update of many jobs returned job %s, not written", j.ID)
-			}
-			j.Payload, j.Result = blobs[i][0], blobs[i][1]
-			*outs[i] = j
+	// The statement returns only its guard (a division by zero unless
+	// every job was updated at the version read): the jobs as written are
+	// known here, as the server stores them (asStored), so that none is
+	// sent back and decoded.
+	outs, written := m.outs, m.written
+	b.Queue(s.sql.updateMany, append(cols, int64(m.len()))...).QueryRow(func(row pgx.Row) error {
+		var ok int64
+		if err := row.Scan(&ok); err != nil {
+			return err
 		}
-		return rows.Err()
+		for i := range outs {
+			*outs[i] = written[i]
+		}
+		return nil
 	})
 	if len(m.hist) > 0 {
 		cols, err := columns(m.hist, transitionTypes)

@@ -560,8 +560,8 @@ SELECT c.* FROM c WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::te
 		insertJob: r.Replace(`INSERT INTO {jobs} (` + jobWriteColumns + `) VALUES (` + jobPlaceholders + `)
  RETURNING ` + noBlobs),
 		updateJob: r.Replace(`WITH u AS (UPDATE {jobs} SET ` + strings.Join(set, ", ") + `
- WHERE id = $1 AND version = $50 RETURNING ` + noBlobs + `)
-SELECT (SELECT 1 / count(*) FROM u) AS updated, u.* FROM (SELECT 1) one LEFT JOIN u ON true`),
+ WHERE id = $1 AND version = $50 RETURNING 1)
+SELECT 1 / count(*) FROM u`),
 		insertTransition: r.Replace(`INSERT INTO {transitions} ({transition}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
 		upsertExec: r.Replace(`INSERT INTO {executions} (` + execColumns + `) VALUES (` + placeholders(1, 16) + `)
  ON CONFLICT (job_id, id) DO UPDATE SET attempt = EXCLUDED.attempt, owner = EXCLUDED.owner, status = EXCLUDED.status,

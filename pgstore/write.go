@@ -224,17 +224,9 @@ func (s *Store) queueWrite(b *pgx.Batch, cur *jobstate.Job, w *jobstate.Write, o
 	payload, result := w.Job.Payload, w.Job.Result
 	scan := func(row pgx.Row) error {
 		var r jobRow
-		dest := r.dest()
-		if cur != nil {
-			var updated int64
-			dest = append([]any{&updated}, dest...)
-		}
-		if err := row.Scan(dest...); err != nil {
+		if err := row.Scan(r.dest()...); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
-				if cur == nil {
-					return fmt.Errorf("%w: %s", jobstate.ErrDuplicateJob, id)
-				}
-				return fmt.Errorf("%w: job %s changed under its lock", jobstate.ErrVersionConflict, id)
+				return fmt.Errorf("%w: %s", jobstate.ErrDuplicateJob, id)
 			}
 			return err
 		}
@@ -257,7 +249,19 @@ func (s *Store) queueWrite(b *pgx.Batch, cur *jobstate.Job, w *jobstate.Write, o
 		if !newResult {
 			args[6], result = nil, cur.Result
 		}
-		b.Queue(s.sql.updateJob, append(args, cur.Version, newPayload, newResult)...).QueryRow(scan)
+		// The update returns only its guard (a division by zero unless
+		// the job was updated at the version read); the job as written
+		// is known here, as the server stores it.
+		written := asStored(w.Job)
+		b.Queue(s.sql.updateJob, append(args, cur.Version, newPayload, newResult)...).QueryRow(func(row pgx.Row) error {
+			var updated int64
+			if err := row.Scan(&updated); err != nil {
+				return err
+			}
+			written.Payload, written.Result = payload, result
+			*out = written
+			return nil
+		})
 	}
 	for i := range w.Transitions {
 		b.Queue(s.sql.insertTransition, transitionArgs(id, &w.Transitions[i])...)
