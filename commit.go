@@ -128,9 +128,8 @@ func (e *Engine) Succeed(ctx context.Context, lease Lease, in CommitInput) (Job,
 		// fails after the commit's effect ran (see plan.run); without
 		// rule effects it is never needed, nor made. The finishing write
 		// takes the plan's buffer of one record.
-		var committed Write
 		if def.ruleFx {
-			committed = commitWrite(def, &cur, x, in.Result, now)
+			p.keep(0, commitWrite(def, &cur, x, in.Result, now))
 		}
 		cur.Job.Result = in.Result
 		w, err := finish(ctx, def, &cur, x, lease.Owner, "", now, p)
@@ -138,9 +137,6 @@ func (e *Engine) Succeed(ctx context.Context, lease Lease, in CommitInput) (Job,
 			return Write{}, err
 		}
 		p.own = in.Effect
-		if def.ruleFx {
-			p.keep(0, committed)
-		}
 		return w, nil
 	})
 }

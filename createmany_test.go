@@ -34,5 +34,5 @@ func TestCreateManyUnsupported(t *testing.T) {
 func TestCreateManyZeroEngine(t *testing.T) {
 	var eng jobstate.Engine
 	_, err := eng.CreateMany(context.Background(), []jobstate.NewJob{{Machine: "docs"}})
-	assert.Error(t, err)
+	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 }

@@ -32,11 +32,13 @@ func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Cont
 	if n == 0 {
 		return nil, nil
 	}
-	out := make([]jobstate.Job, n)
+	// Room grows with the jobs fn returns, not with n: a huge n from a
+	// caller must not allocate before fn has made a single job.
+	out := make([]jobstate.Job, 0, min(n, createBatchRoom))
 	err := s.inTx(ctx, "create batch", func(tx pgx.Tx) (*pgx.Batch, error) {
 		lazy := newLazyTx(tx)
 		fctx := s.fnContext(ctx, lazy)
-		jobs := make([][]any, 0, n)
+		jobs := make([][]any, 0, min(n, createBatchRoom))
 		var hist [][]any
 		b := &pgx.Batch{}
 		ready := map[string]bool{}
@@ -66,7 +68,7 @@ func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Cont
 			if becameReady(nil, &w.Job) {
 				ready[w.Job.Machine] = true
 			}
-			out[i] = asStored(w.Job)
+			out = append(out, asStored(w.Job))
 		}
 		if _, err := tx.CopyFrom(context.WithoutCancel(ctx), pgx.Identifier{s.schema, "jobs"}, jobWriteNames, pgx.CopyFromRows(jobs)); err != nil {
 			return nil, s.fail(ctx, "create batch", err)
@@ -88,6 +90,10 @@ func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Cont
 	}
 	return out, nil
 }
+
+// createBatchRoom bounds the room CreateBatch allocates before its jobs
+// are made.
+const createBatchRoom = 1024
 
 var (
 	jobWriteNames   = columnNames(jobWriteColumns)

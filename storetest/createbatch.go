@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/jobstate/jobstate"
+	m "github.com/jobstate/jobstate/internal/machines"
 )
 
 // RunCreateBatch checks the BatchCreator capability, directly and through
@@ -33,38 +35,26 @@ func RunCreateBatch(t *testing.T, newStore NewStore) {
 	})
 }
 
-// bulkSpec is a machine whose creation guard refuses the payload "bad"
-// and whose creation effect fails on "boom" and counts its runs.
+// bulkSpec is file delivery's machine with a creation guard that refuses
+// the payload "bad" and a creation effect that fails on "boom" and counts
+// its runs.
 func bulkSpec(effects *counter) jobstate.Spec {
-	return jobstate.Spec{
-		Name:    "bulk",
-		Initial: "queued",
-		States: []jobstate.StateSpec{
-			{Name: "queued", Kind: jobstate.KindReady},
-			{Name: "running", Kind: jobstate.KindActive},
-			{Name: "done", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
-			{Name: "failed", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
+	spec := m.DeliverySpec()
+	spec.Create = jobstate.CreateSpec{
+		Guard: func(_ context.Context, in jobstate.GuardInput) error {
+			if string(in.Job.Payload) == "bad" {
+				return errBadPayload
+			}
+			return nil
 		},
-		Rules: []jobstate.Rule{
-			{From: []jobstate.State{"queued"}, Event: jobstate.EventClaim, To: "running"},
-			{From: []jobstate.State{"running"}, Event: jobstate.EventSucceed, To: "done"},
-			{From: []jobstate.State{"running"}, Event: jobstate.EventFail, To: "failed"},
-		},
-		Create: jobstate.CreateSpec{
-			Guard: func(_ context.Context, in jobstate.GuardInput) error {
-				if string(in.Job.Payload) == "bad" {
-					return errBadPayload
-				}
-				return nil
-			},
-			Effect: func(ctx context.Context, j jobstate.Job) error {
-				if string(j.Payload) == "boom" {
-					return errBoom
-				}
-				return effects.effect(ctx, j)
-			},
+		Effect: func(ctx context.Context, j jobstate.Job) error {
+			if string(j.Payload) == "boom" {
+				return errBoom
+			}
+			return effects.effect(ctx, j)
 		},
 	}
+	return spec
 }
 
 var (
@@ -134,9 +124,9 @@ func testCreateManyOrder(t *testing.T, newStore NewStore) {
 	f := newFixture(t, newStore, []jobstate.Option{jobstate.WithIDs(ids.gen), observer}, bulkSpec(&fx))
 	payload := []byte("p1")
 	jobs := []jobstate.NewJob{
-		{Machine: "bulk", Payload: payload, Priority: 1, Actor: "importer", Reason: "bulk load"},
-		{Machine: "bulk", Payload: []byte("p2"), Priority: 5, Owner: "alice"},
-		{Machine: "bulk", Payload: []byte("p3"), NotBefore: Epoch.Add(time.Hour)},
+		{Machine: "delivery", Payload: payload, Priority: 1, Actor: "importer", Reason: "bulk load"},
+		{Machine: "delivery", Payload: []byte("p2"), Priority: 5, Owner: "alice"},
+		{Machine: "delivery", Payload: []byte("p3"), NotBefore: Epoch.Add(time.Hour)},
 	}
 	got, err := f.eng.CreateMany(f.ctx, jobs)
 	require.NoError(t, err)
@@ -146,7 +136,7 @@ func testCreateManyOrder(t *testing.T, newStore NewStore) {
 		assert.Equal(t, ids.drawn()[i], j.ID, "jobs in order")
 		st := f.snapshot(j.ID)
 		assert.Equal(t, j, st.Job, "the job returned is the job stored")
-		assert.Equal(t, jobstate.State("queued"), j.State)
+		assert.Equal(t, m.DQueued, j.State)
 		assert.Equal(t, int64(1), j.Version)
 		assert.Equal(t, jobs[i].Priority, j.Priority)
 		assert.Equal(t, jobs[i].Owner, j.Owner)
@@ -160,7 +150,7 @@ func testCreateManyOrder(t *testing.T, newStore NewStore) {
 	assert.Len(t, told, 3, "observers told of each creation")
 
 	// Claimable in claim order, the job not yet due left alone.
-	claimed, err := f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "bulk", Worker: "w"}, 10)
+	claimed, err := f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "delivery", Worker: "w"}, 10)
 	require.NoError(t, err)
 	require.Len(t, claimed, 2)
 	assert.Equal(t, got[1].ID, claimed[0].Job.ID)
@@ -177,15 +167,15 @@ func testCreateManyRefused(t *testing.T, newStore NewStore) {
 	var fx counter
 	var ids idSource
 	f := newFixture(t, newStore, []jobstate.Option{jobstate.WithIDs(ids.gen)}, bulkSpec(&fx))
-	ok := jobstate.NewJob{Machine: "bulk"}
+	ok := jobstate.NewJob{Machine: "delivery"}
 	for _, tc := range []struct {
 		name string
 		bad  jobstate.NewJob
 		want error
 	}{
-		{"key", jobstate.NewJob{Machine: "bulk", Key: "k"}, jobstate.ErrInvalidArgument},
-		{"negative TTL", jobstate.NewJob{Machine: "bulk", TTL: -time.Second}, jobstate.ErrInvalidArgument},
-		{"time out of range", jobstate.NewJob{Machine: "bulk", NotBefore: time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC)}, jobstate.ErrInvalidArgument},
+		{"key", jobstate.NewJob{Machine: "delivery", Key: "k"}, jobstate.ErrInvalidArgument},
+		{"negative TTL", jobstate.NewJob{Machine: "delivery", TTL: -time.Second}, jobstate.ErrInvalidArgument},
+		{"time out of range", jobstate.NewJob{Machine: "delivery", NotBefore: time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC)}, jobstate.ErrInvalidArgument},
 		{"unknown machine", jobstate.NewJob{Machine: "nope"}, jobstate.ErrUnknownMachine},
 	} {
 		_, err := f.eng.CreateMany(f.ctx, []jobstate.NewJob{ok, ok, tc.bad, ok})
@@ -211,10 +201,10 @@ func testCreateManyStops(t *testing.T, newStore NewStore) {
 		var ids idSource
 		f := newFixture(t, newStore, []jobstate.Option{jobstate.WithIDs(ids.gen)}, bulkSpec(&fx))
 		jobs := []jobstate.NewJob{
-			{Machine: "bulk", Payload: []byte("a")},
-			{Machine: "bulk", Payload: []byte("b")},
-			{Machine: "bulk", Payload: []byte(tc.payload)},
-			{Machine: "bulk", Payload: []byte("d")},
+			{Machine: "delivery", Payload: []byte("a")},
+			{Machine: "delivery", Payload: []byte("b")},
+			{Machine: "delivery", Payload: []byte(tc.payload)},
+			{Machine: "delivery", Payload: []byte("d")},
 		}
 		got, err := f.eng.CreateMany(f.ctx, jobs)
 		require.ErrorIs(t, err, tc.want)
@@ -302,6 +292,12 @@ func testCreateBatchDirect(t *testing.T, newStore NewStore) {
 	fail := errors.New("no")
 	_, err = bc.CreateBatch(ctx, 1, func(context.Context, int) (jobstate.Write, error) { return jobstate.Write{}, fail })
 	assert.ErrorIs(t, err, fail)
+	// A huge count allocates nothing ahead of the jobs: the function's
+	// first error ends it, without a panic.
+	require.NotPanics(t, func() {
+		_, err = bc.CreateBatch(ctx, math.MaxInt, func(context.Context, int) (jobstate.Write, error) { return jobstate.Write{}, fail })
+	})
+	assert.ErrorIs(t, err, fail)
 
 	// A cancelled context: nothing created, the function not called.
 	cctx, cancel := context.WithCancel(ctx)
@@ -332,7 +328,7 @@ func propCreateMany(rt *rapid.T, t *testing.T, newStore NewStore) {
 		rt.Fatal(err)
 	}
 	ctx := context.Background()
-	first, err := eng.Create(ctx, jobstate.NewJob{Machine: "bulk"})
+	first, err := eng.Create(ctx, jobstate.NewJob{Machine: "delivery"})
 	if err != nil {
 		rt.Fatal(err)
 	}
@@ -341,7 +337,7 @@ func propCreateMany(rt *rapid.T, t *testing.T, newStore NewStore) {
 	faults := make([]string, n)
 	for i := range jobs {
 		faults[i] = rapid.SampledFrom([]string{"", "", "", "bad", "boom", "dup-stored", "dup-batch"}).Draw(rt, fmt.Sprint("fault", i))
-		jobs[i] = jobstate.NewJob{Machine: "bulk", Payload: []byte(fmt.Sprint("job", i)), Priority: rapid.IntRange(-2, 2).Draw(rt, fmt.Sprint("priority", i))}
+		jobs[i] = jobstate.NewJob{Machine: "delivery", Payload: []byte(fmt.Sprint("job", i)), Priority: rapid.IntRange(-2, 2).Draw(rt, fmt.Sprint("priority", i))}
 		switch faults[i] {
 		case "bad", "boom":
 			jobs[i].Payload = []byte(faults[i])

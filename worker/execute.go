@@ -107,32 +107,8 @@ func (w *Worker) nextBatch(r *route) (t *Task, ok bool) {
 	}
 	w.gather(r, 1, r.gatherDeadline(time.Now()))
 	extra, _ := w.reserve(r, int64(r.limit))
-	g := 1 + extra
-	if n := int64(w.take(int(g))); n < g {
-		back := min(g-n, extra)
-		w.release(r, back)
-		extra -= back
-		g = n
-	}
-	if g == 0 {
-		r.leave()
-		return nil, false
-	}
-	t0 := time.Now()
-	got, err := w.eng.ClaimMany(w.base, r.request(w.name), int(g))
-	r.noteClaim(time.Since(t0), len(got))
-	r.leave()
-	if unused := g - int64(len(got)); unused > 0 {
-		// The caller's own slot is the last to give up.
-		w.release(r, min(unused, extra))
-		w.refund(int(unused))
-	}
-	if err != nil && !errors.Is(err, jobstate.ErrNoJob) {
-		w.logf(w.base, slog.LevelError, "claim failed", slog.String("machine", r.machine), slog.Any("error", err))
-	}
-	full := err == nil && int64(len(got)) == g
-	r.more.Store(full)
-	if full && int64(r.limit)-r.running.Load() > 0 && int64(w.limit)-w.running.Load() > 0 {
+	got, _, full := w.claimReserved(w.base, r, 1, extra)
+	if full && w.hasFree(r) {
 		w.poke() // slots freed while this claim was in flight
 	}
 	if len(got) == 0 {

@@ -81,11 +81,24 @@ func TestGatherStops(t *testing.T) {
 // without batch claims), a deadline passed, or no other slot taken: no
 // wait at all.
 func TestGatherNoWait(t *testing.T) {
-	w, r := gatherEnv(3)
-	w.gather(r, 0, time.Time{})
-	w.gather(r, 0, time.Now().Add(-time.Second))
-	w, r = gatherEnv(1)
-	w.gather(r, 1, time.Now().Add(time.Hour))
+	for _, tc := range []struct {
+		name     string
+		taken    int64
+		own      int64
+		deadline time.Time
+	}{
+		{"no deadline", 3, 0, time.Time{}},
+		{"deadline passed", 3, 0, time.Now().Add(-time.Second)},
+		{"only its own slot taken", 1, 1, time.Now().Add(time.Hour)},
+	} {
+		w, r := gatherEnv(tc.taken)
+		select {
+		case <-gatherAsync(w, r, tc.own, tc.deadline):
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: gather waited", tc.name)
+		}
+		assert.Equal(t, tc.taken, r.running.Load(), tc.name)
+	}
 }
 
 // TestGatherDeadlineFromClaims: the wait is a quarter of the moving

@@ -199,35 +199,58 @@ func (w *Worker) claimRound(ctx context.Context) (more bool) {
 			}
 			continue
 		}
-		if n := int64(w.take(int(g))); n < g {
-			w.release(r, g-n)
-			g = n
+		got, asked, full := w.claimReserved(ctx, r, 0, g)
+		if asked == 0 {
+			return false // Drain's limit reached
 		}
-		if g == 0 {
-			r.leave()
-			return false
-		}
-		t0 := time.Now()
-		got, err := w.eng.ClaimMany(ctx, r.request(w.name), int(g))
-		r.noteClaim(time.Since(t0), len(got))
-		r.leave()
-		if unused := g - int64(len(got)); unused > 0 {
-			w.release(r, unused)
-			w.refund(int(unused))
-		}
-		if err != nil && !errors.Is(err, jobstate.ErrNoJob) {
-			w.logf(ctx, slog.LevelError, "claim failed", slog.String("machine", r.machine), slog.Any("error", err))
-		}
-		full := err == nil && int64(len(got)) == g
-		r.more.Store(full)
 		for _, c := range got {
 			w.launch(r, c)
 		}
-		if full && int64(r.limit)-r.running.Load() > 0 && int64(w.limit)-w.running.Load() > 0 {
+		if full && w.hasFree(r) {
 			more = true
 		}
 	}
 	return more
+}
+
+// claimReserved claims for the slots of r the caller holds: own of its
+// own, which it keeps, and extra taken by reserve, all within Drain's
+// limit, with the claim of r in flight (enter), which it ends (leave).
+// Slots left unused are released, the caller's own last. It returns the
+// jobs claimed, how many it asked for (0: Drain's limit left none), and
+// whether it got them all; it logs a failed claim and records in r.more
+// whether r may have more due jobs.
+func (w *Worker) claimReserved(ctx context.Context, r *route, own, extra int64) (got []jobstate.Claimed, asked int64, full bool) {
+	g := own + extra
+	if n := int64(w.take(int(g))); n < g {
+		back := min(g-n, extra)
+		w.release(r, back)
+		extra -= back
+		g = n
+	}
+	if g == 0 {
+		r.leave()
+		return nil, 0, false
+	}
+	t0 := time.Now()
+	got, err := w.eng.ClaimMany(ctx, r.request(w.name), int(g))
+	r.noteClaim(time.Since(t0), len(got))
+	r.leave()
+	if unused := g - int64(len(got)); unused > 0 {
+		w.release(r, min(unused, extra))
+		w.refund(int(unused))
+	}
+	if err != nil && !errors.Is(err, jobstate.ErrNoJob) {
+		w.logf(ctx, slog.LevelError, "claim failed", slog.String("machine", r.machine), slog.Any("error", err))
+	}
+	full = err == nil && int64(len(got)) == g
+	r.more.Store(full)
+	return got, g, full
+}
+
+// hasFree reports whether r has a free slot that is free overall too.
+func (w *Worker) hasFree(r *route) bool {
+	return int64(r.limit)-r.running.Load() > 0 && int64(w.limit)-w.running.Load() > 0
 }
 
 // enter marks a claim of r in flight, unless one is. One at a time: two
