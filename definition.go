@@ -187,13 +187,15 @@ func NewDefinition(spec Spec) (*Definition, error) {
 		d.byName[s.Name] = i
 	}
 	d.rules = make([]Rule, len(spec.Rules))
+	events := internedEvents()
 	for i, r := range spec.Rules {
 		r.From = append([]State(nil), r.From...)
 		d.rules[i] = r
 		d.ruleFx = d.ruleFx || r.Effect != nil
+		ev := events.intern(r.Event)
 		for _, f := range r.From {
 			si := d.byName[f]
-			d.states[si].out = append(d.states[si].out, edge{event: r.Event, to: d.byName[r.To], rule: i, guard: r.Guard})
+			d.states[si].out = append(d.states[si].out, edge{event: ev, to: d.byName[r.To], rule: i, guard: r.Guard})
 		}
 	}
 	d.create = spec.Create
@@ -300,6 +302,15 @@ func (d *Definition) Events(s State) []Event {
 // very constants the table was built from) beats hashing.
 func (d *Definition) stateIndex(s State) int {
 	if len(d.names) <= 12 {
+		// A job's state is usually the very string the step that set it
+		// took from the definition: look for it by address first, which
+		// costs no byte comparison between names of equal length.
+		p := unsafe.StringData(string(s))
+		for i, n := range d.names {
+			if unsafe.StringData(string(n)) == p && len(n) == len(s) {
+				return i
+			}
+		}
 		for i, n := range d.names {
 			if sameString(string(n), string(s)) {
 				return i
@@ -342,4 +353,27 @@ func containsEvent(list []Event, ev Event) bool {
 		}
 	}
 	return false
+}
+
+// eventNames interns the events of one definition's table: every edge for
+// the same event holds the same string, and the lifecycle events hold the
+// package's own constants, so that an event fired with one of them (as the
+// engine always does) is found by its address alone.
+type eventNames map[Event]Event
+
+func internedEvents() eventNames {
+	m := make(eventNames, len(lifecycleEvents)+1)
+	for _, e := range lifecycleEvents {
+		m[e] = e
+	}
+	m[EventCancel] = EventCancel
+	return m
+}
+
+func (m eventNames) intern(e Event) Event {
+	if c, ok := m[e]; ok {
+		return c
+	}
+	m[e] = e
+	return e
 }

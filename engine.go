@@ -290,11 +290,16 @@ func checkVersion(job *Job, want int64) error {
 func (e *Engine) move(ctx context.Context, def *Definition, cur *Snapshot, ev Event, c Call, now time.Time, exec uuid.UUID, p *plan) (Write, error) {
 	var w Write
 	w.Job = cur.Job
-	rec, err := def.step(ctx, &w.Job, Input{
+	in := Input{
 		Event: ev, Actor: c.Actor, Reason: c.Reason, Args: c.Args, Now: now,
 		Executions: cur.Executions, ExecID: exec,
-	})
-	if err != nil {
+	}
+	var rec Transition
+	dst := &rec
+	if p != nil {
+		dst = &p.one[0]
+	}
+	if err := def.step(ctx, &w.Job, &in, dst); err != nil {
 		return Write{}, err
 	}
 	next := &w.Job
@@ -302,7 +307,6 @@ func (e *Engine) move(ctx context.Context, def *Definition, cur *Snapshot, ev Ev
 		return Write{}, fmt.Errorf("%w: job %s is held under a lease: a move between its active states (%q to %q) is the lease holder's, through Engine.Advance", ErrInvalidArgument, cur.Job.ID, cur.Job.State, next.State)
 	}
 	if p != nil {
-		p.one[0] = rec
 		w.Transitions = p.one[:1:1]
 	} else {
 		w.Transitions = []Transition{rec}
