@@ -99,8 +99,11 @@ func (e *Engine) Create(ctx context.Context, nj NewJob) (Created, error) {
 // create is Create without telling the observers; it returns the creation
 // record for the caller to tell them.
 func (e *Engine) create(ctx context.Context, nj NewJob) (Created, Transition, error) {
-	// One allocation carries the creation through the store's callback.
-	st := &createState{nj: nj}
+	// One record, reused from the engine's pool, carries the creation
+	// through the store's callback.
+	st := e.pools.getCreate()
+	defer e.pools.putCreate(st)
+	st.nj = nj
 	var err error
 	if st.p, err = e.planCreate(&st.nj); err != nil {
 		return Created{}, Transition{}, err

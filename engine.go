@@ -32,6 +32,8 @@ type Engine struct {
 	names []string
 	// lazy is set when some machine expires its jobs lazily.
 	lazy bool
+	// pools keep the operations' state records for reuse.
+	pools statePools
 }
 
 // Observer is told of every committed transition, after the write, in
@@ -466,9 +468,11 @@ func (e *Engine) update(ctx context.Context, id uuid.UUID, args any, fn opFunc) 
 // another effect of the same write had run, the part of the write those
 // effects belong to is recorded and returned with an *IncompleteError.
 func (e *Engine) run(ctx context.Context, id uuid.UUID, args any, fn opFunc) (Job, error) {
-	// One allocation carries the operation through the store's callback:
-	// its arguments, its plan and what it leaves for after the write.
-	st := &runState{e: e, args: args, fn: fn}
+	// One record, reused from the engine's pool, carries the operation
+	// through the store's callback: its arguments, its plan and what it
+	// leaves for after the write.
+	st := e.pools.getRun()
+	st.args, st.fn = args, fn
 	job, err := e.store.Update(ctx, id, func(ctx context.Context, cur Snapshot) (Write, error) {
 		st.p = plan{}
 		w, inc, err := e.apply(ctx, &cur, st.args, st.fn, &st.p)
@@ -476,18 +480,19 @@ func (e *Engine) run(ctx context.Context, id uuid.UUID, args any, fn opFunc) (Jo
 		return w, err
 	})
 	if err != nil {
+		e.pools.putRun(st)
 		return Job{}, err
 	}
 	e.notify(ctx, job, st.recs)
-	if st.partial != nil {
-		return job, st.partial
+	if partial := st.partial; partial != nil {
+		return job, partial // st is left to the collector: the error may point into it
 	}
+	e.pools.putRun(st)
 	return job, nil
 }
 
 // runState is one run of an operation inside a store update.
 type runState struct {
-	e       *Engine
 	args    any
 	fn      opFunc
 	p       plan
