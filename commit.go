@@ -155,9 +155,8 @@ func finish(ctx context.Context, def *Definition, cur *Snapshot, x Execution, ac
 	next.Committed, next.Result = x.ID, cur.Job.Result
 	next.LastError, next.ErrorClass = "", ClassNone
 	x.Status, x.FinishedAt = ExecDone, now
-	execs := []Execution{x}
-	execs = append(execs, abortLive(cur.Executions, x.ID, now, func() string { return fmt.Sprintf("execution %s won", x.ID) })...)
-	w := Write{Job: next, Transitions: p.recsOf(rec), Executions: execs}
+	lost := abortLive(cur.Executions, x.ID, now, func() string { return fmt.Sprintf("execution %s won", x.ID) })
+	w := Write{Job: next, Transitions: p.recsOf(rec), Executions: p.execsOf(x, lost)}
 	def.settle(&w.Job, cur.Executions, w.Executions)
 	return w, nil
 }

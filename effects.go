@@ -68,6 +68,9 @@ type plan struct {
 	// one holds the record of a single move, so that the write's slice of
 	// records needs no allocation of its own.
 	one [1]Transition
+	// ex holds the one execution of a write (a claim's, a finish's), for
+	// the same reason.
+	ex execBuf
 }
 
 // recsOf returns rec as a write's records, in p's buffer when p is not
@@ -80,19 +83,18 @@ func (p *plan) recsOf(rec Transition) []Transition {
 	return p.one[:1:1]
 }
 
-// execBuf holds the one execution of a write (a claim's), so that the
-// write's slice of executions needs no allocation of its own. It is kept
-// apart from plan, which every operation allocates, since most writes
-// need none.
+// execBuf holds the one execution of a write, so that the write's slice
+// of executions needs no allocation of its own.
 type execBuf [1]Execution
 
-// of returns x as a write's executions, in b when b is not nil.
-func (b *execBuf) of(x Execution) []Execution {
-	if b == nil {
-		return []Execution{x}
+// execsOf returns x followed by more as a write's executions, in p's
+// buffer when p is not nil and there is no more.
+func (p *plan) execsOf(x Execution, more []Execution) []Execution {
+	if p == nil || len(more) > 0 {
+		return append([]Execution{x}, more...)
 	}
-	b[0] = x
-	return b[:1:1]
+	p.ex[0] = x
+	return p.ex[:1:1]
 }
 
 // stage is a point a write can be cut back to: after its first recs

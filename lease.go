@@ -115,7 +115,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 	defer e.pools.putClaim(st)
 	job, err := e.store.ClaimNext(ctx, ClaimQuery{Machine: def.name, Now: now}, func(ctx context.Context, cur Snapshot) (Write, error) {
 		st.p = plan{}
-		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, &st.p, &st.x)
+		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, &st.p)
 		if err != nil {
 			return Write{}, errors.Join(ErrSkip, err)
 		}
@@ -143,7 +143,6 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 // leaves for after the write.
 type claimState struct {
 	p      plan
-	x      execBuf
 	lease  Lease
 	recs   []Transition
 	failed error
@@ -163,7 +162,7 @@ func (e *Engine) ClaimJob(ctx context.Context, id uuid.UUID, req ClaimRequest) (
 		if err != nil {
 			return Write{}, err
 		}
-		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, p, nil)
+		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, p)
 		lease = l
 		return w, err
 	})
@@ -188,8 +187,8 @@ func leaseTTL(def *Definition, req ClaimRequest) (time.Duration, error) {
 
 // claim decides one claim of cur.
 //
-// p and xb, when not nil, hold the write's record and execution.
-func (e *Engine) claim(ctx context.Context, def *Definition, cur *Snapshot, req ClaimRequest, ttl time.Duration, now time.Time, p *plan, xb *execBuf) (Write, Lease, error) {
+// p, when not nil, holds the write's record and execution.
+func (e *Engine) claim(ctx context.Context, def *Definition, cur *Snapshot, req ClaimRequest, ttl time.Duration, now time.Time, p *plan) (Write, Lease, error) {
 	job := &cur.Job
 	switch {
 	case job.Kind == KindTerminal:
@@ -224,7 +223,7 @@ func (e *Engine) claim(ctx context.Context, def *Definition, cur *Snapshot, req 
 	}
 	next.Attempt = x.Attempt
 	next.CancelRequested = false
-	w := Write{Job: next, Transitions: p.recsOf(rec), Executions: xb.of(x)}
+	w := Write{Job: next, Transitions: p.recsOf(rec), Executions: p.execsOf(x, nil)}
 	def.settle(&w.Job, cur.Executions, w.Executions)
 	return w, Lease{JobID: job.ID, ExecID: x.ID, Token: x.Attempt, Owner: req.Worker, ExpiresAt: x.LeaseExpiresAt, TTL: ttl}, nil
 }
@@ -409,7 +408,7 @@ func (e *Engine) ClaimMany(ctx context.Context, req ClaimRequest, n int) ([]Clai
 	jobs, err := bc.ClaimBatch(ctx, ClaimQuery{Machine: def.name, Now: now}, n, func(ctx context.Context, cur Snapshot) (Write, error) {
 		// No buffers of a shared plan here: the store may hold every
 		// job's write until the batch ends.
-		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, nil, nil)
+		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, nil)
 		if err != nil {
 			return Write{}, errors.Join(ErrSkip, err)
 		}
