@@ -4,7 +4,9 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	mrand "math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,44 +15,77 @@ import (
 // v7Source is an engine's default id source: UUIDv7 ids (RFC 9562) as
 // uuid.NewV7 makes them — 48 bits of Unix milliseconds, 12 bits of
 // sub-millisecond time kept strictly increasing within the source, and 62
-// random bits — with the random bytes read from crypto/rand for 256 ids
-// at a time rather than one read (and one allocation) per id.
+// random bits — with the random bytes read from crypto/rand for 64 ids at
+// a time rather than one read (and one allocation) per id.
+//
+// Nothing in it makes concurrent callers sleep for each other: the time
+// stamp is taken with a compare-and-swap, and the random bytes come from
+// one of several buffers, each with its own lock, picked at random. (One
+// lock for the source made concurrent creates and claims queue on it, and
+// a goroutine woken from that queue waits on the releaser's processor.)
 type v7Source struct {
-	mu   sync.Mutex
-	buf  [16 * 256]byte
-	pos  int   // next unused 16 bytes of buf; len(buf): empty
-	last int64 // the last time stamp given, milliseconds << 12 | sequence
-	now  func() time.Time
+	last   atomic.Int64 // the last time stamp given, milliseconds << 12 | sequence
+	shards [randShards]randBuf
+	now    func() time.Time
+}
+
+const (
+	randShards = 8
+	idsPerRead = 64
+)
+
+// randBuf is one buffer of random bytes for idsPerRead ids.
+type randBuf struct {
+	mu  sync.Mutex
+	buf [16 * idsPerRead]byte
+	pos int // next unused 16 bytes of buf; len(buf): empty
 }
 
 func newV7Source() *v7Source {
 	s := &v7Source{now: time.Now}
-	s.pos = len(s.buf)
+	for i := range s.shards {
+		s.shards[i].pos = len(s.shards[i].buf)
+	}
 	return s
+}
+
+// random fills u with 16 random bytes from one of the buffers.
+func (s *v7Source) random(u *uuid.UUID) error {
+	b := &s.shards[mrand.Uint32N(randShards)]
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.pos == len(b.buf) {
+		if _, err := rand.Read(b.buf[:]); err != nil {
+			return fmt.Errorf("reading random bytes: %w", err)
+		}
+		b.pos = 0
+	}
+	copy(u[:], b.buf[b.pos:b.pos+16])
+	b.pos += 16
+	return nil
+}
+
+// stamp returns a time stamp above every one given before.
+func (s *v7Source) stamp() int64 {
+	nano := s.now().UnixNano()
+	milli := nano / int64(time.Millisecond)
+	ts := milli<<12 | (nano-milli*int64(time.Millisecond))>>8&0xfff
+	for {
+		last := s.last.Load()
+		next := max(ts, last+1)
+		if s.last.CompareAndSwap(last, next) {
+			return next
+		}
+	}
 }
 
 // next returns a new id.
 func (s *v7Source) next() (uuid.UUID, error) {
 	var u uuid.UUID
-	s.mu.Lock()
-	if s.pos == len(s.buf) {
-		if _, err := rand.Read(s.buf[:]); err != nil {
-			s.mu.Unlock()
-			return uuid.Nil, fmt.Errorf("reading random bytes: %w", err)
-		}
-		s.pos = 0
+	if err := s.random(&u); err != nil {
+		return uuid.Nil, err
 	}
-	copy(u[:], s.buf[s.pos:s.pos+16])
-	s.pos += 16
-	nano := s.now().UnixNano()
-	milli := nano / int64(time.Millisecond)
-	ts := milli<<12 | (nano-milli*int64(time.Millisecond))>>8&0xfff
-	if ts <= s.last {
-		ts = s.last + 1
-	}
-	s.last = ts
-	s.mu.Unlock()
-
+	ts := s.stamp()
 	var t [8]byte
 	binary.BigEndian.PutUint64(t[:], uint64(ts>>12)<<16)
 	copy(u[0:6], t[0:6])

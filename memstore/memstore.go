@@ -61,7 +61,7 @@ type Store struct {
 	// both mu and the entry's lock are held, so a holder of the entry lock
 	// may read them without mu. Functions run with neither mu nor any lock
 	// but their own job's (or key's) held.
-	mu       sync.RWMutex
+	mu       storeLock
 	jobs     smap[uuid.UUID, *entry]
 	keys     smap[keyID, *entry]
 	machines map[string]*machine

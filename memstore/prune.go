@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -167,7 +166,7 @@ func (s *Store) shrinkArrays() {
 // removals that emptied three quarters of its room. The new array is made,
 // and its memory touched, without the lock, so that the lock is held for
 // the copy alone.
-func shrinkArray[T any](mu *sync.RWMutex, arr *[]T) {
+func shrinkArray[T any](mu *storeLock, arr *[]T) {
 	mu.RLock()
 	n, c := len(*arr), cap(*arr)
 	mu.RUnlock()
