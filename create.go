@@ -101,8 +101,8 @@ func (e *Engine) Create(ctx context.Context, nj NewJob) (Created, error) {
 func (e *Engine) create(ctx context.Context, nj NewJob) (Created, Transition, error) {
 	// One record, reused from the engine's pool, carries the creation
 	// through the store's callback.
-	st := e.pools.getCreate()
-	defer e.pools.putCreate(st)
+	st := e.pools.create.get()
+	defer e.pools.create.put(st)
 	st.nj = nj
 	var err error
 	if st.p, err = e.planCreate(&st.nj); err != nil {

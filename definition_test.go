@@ -172,18 +172,7 @@ func TestValidationListsEveryProblem(t *testing.T) {
 }
 
 func TestGuardedRulesTriedInOrder(t *testing.T) {
-	spec := base()
-	spec.States = append(spec.States, jobstate.StateSpec{Name: "vip", Kind: jobstate.KindReady})
-	spec.Rules = append([]jobstate.Rule{{
-		From: states("new"), Event: "submit", To: "vip", GuardName: "is vip",
-		Guard: func(_ context.Context, in jobstate.GuardInput) error {
-			if in.Actor != "vip" {
-				return errors.New("not a vip")
-			}
-			return nil
-		},
-	}}, spec.Rules...)
-	spec.Rules = append(spec.Rules, jobstate.Rule{From: states("vip"), Event: jobstate.EventClaim, To: "run"})
+	spec := guardedSpec()
 	d, err := jobstate.NewDefinition(spec)
 	require.NoError(t, err)
 	job := jobstate.Job{Machine: "base", State: "new", Kind: jobstate.KindInitial, Version: 1}

@@ -471,7 +471,7 @@ func (e *Engine) run(ctx context.Context, id uuid.UUID, args any, fn opFunc) (Jo
 	// One record, reused from the engine's pool, carries the operation
 	// through the store's callback: its arguments, its plan and what it
 	// leaves for after the write.
-	st := e.pools.getRun()
+	st := e.pools.run.get()
 	st.args, st.fn = args, fn
 	job, err := e.store.Update(ctx, id, func(ctx context.Context, cur Snapshot) (Write, error) {
 		st.p = plan{}
@@ -480,14 +480,14 @@ func (e *Engine) run(ctx context.Context, id uuid.UUID, args any, fn opFunc) (Jo
 		return w, err
 	})
 	if err != nil {
-		e.pools.putRun(st)
+		e.pools.run.put(st)
 		return Job{}, err
 	}
 	e.notify(ctx, job, st.recs)
 	if partial := st.partial; partial != nil {
 		return job, partial // st is left to the collector: the error may point into it
 	}
-	e.pools.putRun(st)
+	e.pools.run.put(st)
 	return job, nil
 }
 

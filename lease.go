@@ -111,8 +111,8 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 	}
 	// One record, reused from the engine's pool, carries the claim through
 	// the store's callback.
-	st := e.pools.getClaim()
-	defer e.pools.putClaim(st)
+	st := e.pools.claim.get()
+	defer e.pools.claim.put(st)
 	job, err := e.store.ClaimNext(ctx, ClaimQuery{Machine: def.name, Now: now}, func(ctx context.Context, cur Snapshot) (Write, error) {
 		st.p = plan{}
 		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, &st.p)

@@ -10,47 +10,26 @@ import "sync"
 // into it: the store copies what it keeps of a Write (see Store's
 // ownership clause), and a record an error still refers to is dropped.
 type statePools struct {
-	create, claim, run sync.Pool
+	create pool[createState]
+	claim  pool[claimState]
+	run    pool[runState]
 }
 
-func (p *statePools) getCreate() *createState {
-	if st, ok := p.create.Get().(*createState); ok {
-		return st
+// pool is a sync.Pool of *T whose values are zero when taken.
+type pool[T any] struct{ p sync.Pool }
+
+// get returns a zero *T, reused when one is free.
+func (p *pool[T]) get() *T {
+	if v, ok := p.p.Get().(*T); ok {
+		return v
 	}
-	return new(createState)
+	return new(T)
 }
 
-func (p *statePools) putCreate(st *createState) {
-	zero(st)
-	p.create.Put(st)
-}
-
-func (p *statePools) getClaim() *claimState {
-	if st, ok := p.claim.Get().(*claimState); ok {
-		return st
-	}
-	return new(claimState)
-}
-
-func (p *statePools) putClaim(st *claimState) {
-	zero(st)
-	p.claim.Put(st)
-}
-
-func (p *statePools) getRun() *runState {
-	if st, ok := p.run.Get().(*runState); ok {
-		return st
-	}
-	return new(runState)
-}
-
-func (p *statePools) putRun(st *runState) {
-	zero(st)
-	p.run.Put(st)
-}
-
-// zero zeroes *v, so that a pooled record keeps nothing alive.
-func zero[T any](v *T) {
+// put zeroes *v, so that a pooled record keeps nothing alive, and keeps
+// it for reuse.
+func (p *pool[T]) put(v *T) {
 	var zero T
 	*v = zero
+	p.p.Put(v)
 }

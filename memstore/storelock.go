@@ -20,28 +20,32 @@ type storeLock struct {
 const lockTries = 32
 
 func (l *storeLock) Lock() {
-	for range lockTries {
-		if l.rw.TryLock() {
-			return
-		}
-		runtime.Gosched()
+	if !retry(l.rw.TryLock) {
+		l.rw.Lock()
 	}
-	l.rw.Lock()
 }
 
 func (l *storeLock) Unlock() { l.rw.Unlock() }
 
 func (l *storeLock) RLock() {
-	for range lockTries {
-		if l.rw.TryRLock() {
-			return
-		}
-		runtime.Gosched()
+	if !retry(l.rw.TryRLock) {
+		l.rw.RLock()
 	}
-	l.rw.RLock()
 }
 
 func (l *storeLock) RUnlock() { l.rw.RUnlock() }
+
+// retry calls try up to lockTries times, yielding the processor between
+// calls, and reports whether one succeeded.
+func retry(try func() bool) bool {
+	for range lockTries {
+		if try() {
+			return true
+		}
+		runtime.Gosched()
+	}
+	return false
+}
 
 // TryLock takes the lock if it is free, without waiting.
 func (l *storeLock) TryLock() bool { return l.rw.TryLock() }
