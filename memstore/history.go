@@ -49,12 +49,15 @@ type chunk struct {
 
 func newHistoryLog() historyLog { return historyLog{tail: -1} }
 
+// historyRoom is the room a new entry's history positions start with: a
+// short lifecycle (created, claimed, finished, and one more) in one
+// allocation, rather than three as it grows.
+const historyRoom = 4
+
 // add appends t as the next record of e's history.
 func (l *historyLog) add(e *entry, t *jobstate.Transition) {
 	if e.history == nil {
-		// Room for a short lifecycle (created, claimed, finished, and
-		// one more) in one allocation, rather than three as it grows.
-		e.history = make([]int, 0, 4)
+		e.history = make([]int, 0, historyRoom)
 	}
 	e.history = append(e.history, l.put(t))
 }

@@ -292,6 +292,15 @@ func (s *Store) insert(w *jobstate.Write, k *keyID) (jobstate.Job, error) {
 	if err := checkNew(w); err != nil {
 		return jobstate.Job{}, err
 	}
+	// The entry, with room for its history, is built before the store's
+	// lock is taken: every write of every job holds that lock, and this is
+	// a third of what a creation would do under it. Nobody sees the entry
+	// before it is in the map.
+	e := newEntry(nil)
+	e.job = w.Job
+	e.execs = append(e.execs, w.Executions...)
+	e.effects = append(e.effects, w.Effects...)
+	e.history = make([]int, 0, max(historyRoom, len(w.Transitions)))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e, _ := s.jobs.get(w.Job.ID); e != nil {
@@ -302,10 +311,7 @@ func (s *Store) insert(w *jobstate.Write, k *keyID) (jobstate.Job, error) {
 		m = newMachine()
 		s.machines[w.Job.Machine] = m
 	}
-	e := newEntry(m)
-	e.job = w.Job
-	e.execs = append(e.execs, w.Executions...)
-	e.effects = append(e.effects, w.Effects...)
+	e.m = m
 	s.jobs.put(w.Job.ID, e)
 	s.record(e, w.Transitions)
 	if k != nil {
