@@ -259,61 +259,87 @@ func BenchmarkMemoryPerFinishedJob(b *testing.B) {
 // splitting b.N jobs between them: ns/op is the wall time per job, so
 // the ratio of the two is the speed-up from a second goroutine (the
 // machine of docs/performance.md has two cores).
+//
+//   - goroutines=g: one engine and store, every job kept.
+//   - pruned/goroutines=g: the same, each goroutine deleting the finished
+//     jobs every 1,024 jobs it finished (inside the timing), as a
+//     long-running process prunes: the heap then holds the jobs in
+//     flight, not every job the benchmark ever ran, and the garbage
+//     collector's work and the kernel's page faults stop growing with b.N.
+//   - separate/goroutines=g: pruned, each goroutine with an engine and a
+//     store of its own, sharing nothing but the process: the speed-up a
+//     perfectly partitioned store could reach on this machine.
 func BenchmarkScaling(b *testing.B) {
-	for _, g := range []int{1, 2} {
-		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) { scaling(b, g, false) })
-	}
-	for _, g := range []int{1, 2} {
-		b.Run(fmt.Sprintf("pruned/goroutines=%d", g), func(b *testing.B) { scaling(b, g, true) })
+	for _, mode := range []scalingMode{{}, {prune: true}, {prune: true, separate: true}} {
+		for _, g := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%sgoroutines=%d", mode, g), func(b *testing.B) { scaling(b, g, mode) })
+		}
 	}
 }
 
-// scaling runs BenchmarkScaling's jobs on g goroutines. With prune, each
-// goroutine also deletes the finished jobs every 1,024 jobs it finished
-// (inside the timing), as a long-running process prunes: the heap then
-// holds the jobs in flight, not every job the benchmark ever ran, and the
-// garbage collector and the kernel's page faults stop growing with b.N.
-func scaling(b *testing.B, g int, prune bool) {
-	{
-		{
+// scalingMode is a variant of BenchmarkScaling.
+type scalingMode struct{ prune, separate bool }
+
+func (m scalingMode) String() string {
+	switch {
+	case m.separate:
+		return "separate/"
+	case m.prune:
+		return "pruned/"
+	}
+	return ""
+}
+
+// scaling runs BenchmarkScaling's jobs on g goroutines.
+func scaling(b *testing.B, g int, mode scalingMode) {
+	type shard struct {
+		eng   *jobstate.Engine
+		store *memstore.Store
+	}
+	shards := make([]shard, g)
+	for w := range shards {
+		if w == 0 || mode.separate {
 			eng, _, store := benchEngine(b, m.DerivedSpec())
-			ctx := context.Background()
-			b.ReportAllocs()
-			b.ResetTimer()
-			var wg sync.WaitGroup
-			for w := 0; w < g; w++ {
-				n := b.N / g
-				if w == 0 {
-					n += b.N % g
-				}
-				wg.Add(1)
-				go func(worker string, n int) {
-					defer wg.Done()
-					req := jobstate.ClaimRequest{Machine: "derived", Worker: worker}
-					for i := 0; i < n; i++ {
-						if _, err := eng.Create(ctx, jobstate.NewJob{Machine: "derived"}); err != nil {
-							b.Error(err)
-							return
-						}
-						c, err := eng.Claim(ctx, req)
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						if _, err := eng.Succeed(ctx, c.Lease, jobstate.CommitInput{}); err != nil {
-							b.Error(err)
-							return
-						}
-						if prune && i%1024 == 1023 {
-							if _, err := store.Prune(ctx, benchEpoch.Add(time.Hour), 0); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					}
-				}(fmt.Sprint("w", w), n)
-			}
-			wg.Wait()
+			shards[w] = shard{eng, store}
+		} else {
+			shards[w] = shards[0]
 		}
 	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for w := 0; w < g; w++ {
+		n := b.N / g
+		if w == 0 {
+			n += b.N % g
+		}
+		wg.Add(1)
+		go func(worker string, n int, sh shard) {
+			defer wg.Done()
+			req := jobstate.ClaimRequest{Machine: "derived", Worker: worker}
+			for i := 0; i < n; i++ {
+				if _, err := sh.eng.Create(ctx, jobstate.NewJob{Machine: "derived"}); err != nil {
+					b.Error(err)
+					return
+				}
+				c, err := sh.eng.Claim(ctx, req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := sh.eng.Succeed(ctx, c.Lease, jobstate.CommitInput{}); err != nil {
+					b.Error(err)
+					return
+				}
+				if mode.prune && i%1024 == 1023 {
+					if _, err := sh.store.Prune(ctx, benchEpoch.Add(time.Hour), 0); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}
+		}(fmt.Sprint("w", w), n, shards[w])
+	}
+	wg.Wait()
 }
