@@ -38,7 +38,10 @@ func newListIndex() listIndex {
 // state lists (four set operations); any other write with a new update
 // time moves it within one (two). Caller holds mu for writing.
 func (s *Store) relist(e *entry) {
-	j, l := &e.job, &e.list
+	if e.list == nil {
+		e.list = &listed{}
+	}
+	j, l := &e.job, e.list
 	created, updated := tk(j.CreatedAt), tk(j.UpdatedAt)
 	if l.in && l.state == j.State && l.created == created && l.owner == j.Owner && l.key == j.IdempotencyKey {
 		if l.updated != updated {
@@ -77,8 +80,8 @@ func (s *Store) relist(e *entry) {
 // unlist takes e out of the listing indexes, and drops the lists it
 // leaves empty. Caller holds mu for writing.
 func (s *Store) unlist(e *entry) {
-	l := &e.list
-	if !l.in {
+	l := e.list
+	if l == nil || !l.in {
 		return
 	}
 	if sl := e.m.lists[l.state]; sl != nil {

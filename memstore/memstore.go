@@ -98,10 +98,13 @@ type entry struct {
 	// leased heap; -1 when absent.
 	schedAt, availAt, leaseAt int32
 	// key is the key the job took over when it was created, if any.
-	key     *keyID
-	m       *machine
-	wk      wakeNode
-	list    listed
+	key *keyID
+	m   *machine
+	wk  wakeNode
+	// list is where the entry is in the listing indexes, made by the
+	// first relist: nil in a store never listed, which keeps an entry
+	// within 1,024 bytes.
+	list    *listed
 	history []int // positions in the history log
 	job     jobstate.Job
 	execs   []jobstate.Execution
