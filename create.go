@@ -119,7 +119,7 @@ func (e *Engine) create(ctx context.Context, nj NewJob) (Created, Transition, er
 			}
 			return nil, nil
 		}
-		if st.w, st.rec, err = e.buildJob(ctx, &st.p, now); err != nil {
+		if st.rec, err = e.buildJob(ctx, &st.p, now, &st.w, &st.one); err != nil {
 			return nil, err
 		}
 		return &st.w, nil
@@ -137,6 +137,7 @@ type createState struct {
 	p   createPlan
 	w   Write
 	rec Transition
+	one [1]Transition // the write's record
 }
 
 // createPlan is what a creation checks and prepares before the store is
@@ -179,20 +180,23 @@ func (e *Engine) planCreate(nj *NewJob) (createPlan, error) {
 
 // buildJob is the inside of a creation once the key (if any) is free: a
 // new id, the job, the creation guard, the creation effect, and the write
-// with its creation record.
-func (e *Engine) buildJob(ctx context.Context, p *createPlan, now time.Time) (Write, Transition, error) {
+// with its creation record, written into *w (the record in one when it is
+// not nil). It returns the record.
+func (e *Engine) buildJob(ctx context.Context, p *createPlan, now time.Time, w *Write, one *[1]Transition) (Transition, error) {
 	def, nj := p.def, p.nj
 	id, err := e.newID()
 	if err != nil {
-		return Write{}, Transition{}, fmt.Errorf("jobstate: new job id: %w", err)
+		return Transition{}, fmt.Errorf("jobstate: new job id: %w", err)
 	}
-	init := def.states[def.start].spec
-	job := Job{
-		ID: id, Machine: def.name, State: init.Name, Kind: init.Kind,
-		Payload: p.payload, Version: 1, MaxRetries: p.retry.MaxRetries,
-		IdempotencyKey: nj.Key, Fingerprint: p.fp, Owner: nj.Owner, Priority: nj.Priority,
-		CreatedAt: now, UpdatedAt: now, NotBefore: nj.NotBefore, Deadline: nj.Deadline,
-	}
+	init := &def.states[def.start].spec
+	// The job is written in place, field by field: built as a value and
+	// returned, it was copied twice more (584 bytes each time).
+	*w = Write{}
+	job := &w.Job
+	job.ID, job.Machine, job.State, job.Kind = id, def.name, init.Name, init.Kind
+	job.Payload, job.Version, job.MaxRetries = p.payload, 1, p.retry.MaxRetries
+	job.IdempotencyKey, job.Fingerprint, job.Owner, job.Priority = nj.Key, p.fp, nj.Owner, nj.Priority
+	job.CreatedAt, job.UpdatedAt, job.NotBefore, job.Deadline = now, now, nj.NotBefore, nj.Deadline
 	if p.own {
 		job.Backoff, job.OwnBackoff = p.retry.Backoff, true
 	}
@@ -200,19 +204,25 @@ func (e *Engine) buildJob(ctx context.Context, p *createPlan, now time.Time) (Wr
 		job.Deadline = after(now, nj.TTL)
 	}
 	if g := def.create.Guard; g != nil {
-		err := g(ctx, GuardInput{Job: job, Event: EventCreate, To: init.Name, Actor: nj.Actor, Args: nj.Args, Now: now})
+		err := g(ctx, GuardInput{Job: *job, Event: EventCreate, To: init.Name, Actor: nj.Actor, Args: nj.Args, Now: now})
 		if err != nil {
-			return Write{}, Transition{}, &TransitionError{Machine: def.name, Event: EventCreate, Err: ErrGuardRefused, Cause: err}
+			return Transition{}, &TransitionError{Machine: def.name, Event: EventCreate, Err: ErrGuardRefused, Cause: err}
 		}
 	}
-	job.WakeAt = def.wakeAt(&job)
+	job.WakeAt = def.wakeAt(job)
 	rec := Transition{JobID: id, Version: 1, Event: EventCreate, To: init.Name, Actor: nj.Actor, Reason: nj.Reason, At: now}
 	if fx := def.create.Effect; fx != nil {
-		if err := runEffect(context.WithValue(ctx, firingKey{}, Firing{Transition: rec, Args: nj.Args}), fx, job); err != nil {
-			return Write{}, Transition{}, err
+		if err := runEffect(context.WithValue(ctx, firingKey{}, Firing{Transition: rec, Args: nj.Args}), fx, *job); err != nil {
+			return Transition{}, err
 		}
 	}
-	return Write{Job: job, Transitions: []Transition{rec}}, rec, nil
+	if one != nil {
+		one[0] = rec
+		w.Transitions = one[:1:1]
+	} else {
+		w.Transitions = []Transition{rec}
+	}
+	return rec, nil
 }
 
 // override applies a job's retry override to the machine's policy and

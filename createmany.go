@@ -54,7 +54,8 @@ func (e *Engine) CreateMany(ctx context.Context, jobs []NewJob) ([]Job, error) {
 		if err != nil {
 			return Write{}, err
 		}
-		w, rec, err := e.buildJob(ctx, &plans[i], now)
+		var w Write
+		rec, err := e.buildJob(ctx, &plans[i], now, &w, nil)
 		if err != nil {
 			return Write{}, err
 		}

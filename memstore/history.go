@@ -23,9 +23,9 @@ const logChunk = 1024
 // full overall: a chunk's live records are moved to the tail (their
 // owners' positions updated) and the chunk is released. So once Prune
 // returns, the log's memory is within twice what its live records need,
-// plus one chunk; moving a record is paid for by the clearing of at least
-// one other; and a log whose old chunks empty in order (jobs finishing
-// first in, first out) moves little or nothing.
+// plus one chunk and one spare; moving a record is paid for by the
+// clearing of at least one other; and a log whose old chunks empty in
+// order (jobs finishing first in, first out) moves little or nothing.
 //
 // The log and every entry's history positions are guarded by the store's
 // mu alone.
@@ -35,6 +35,11 @@ type historyLog struct {
 	tail   int      // number of the chunk being filled; -1 before the first
 	sparse []*chunk // chunks queued for compaction
 	live   int      // live records in all chunks
+	// spare is the records of the last chunk released (every record of a
+	// released chunk is zero), kept for the next chunk: a log whose old
+	// chunks empty as new ones fill reuses one array instead of
+	// allocating 150 KB under the store's lock every 1,024 records.
+	spare []jobstate.Transition
 }
 
 // chunk is logChunk records. A record's JobID names the job that owns it
@@ -87,7 +92,12 @@ func (l *historyLog) grow() {
 		l.tail = len(l.chunks)
 		l.chunks = append(l.chunks, nil)
 	}
-	l.chunks[l.tail] = &chunk{recs: make([]jobstate.Transition, logChunk), num: l.tail, qpos: -1}
+	recs := l.spare
+	if recs == nil {
+		recs = make([]jobstate.Transition, logChunk)
+	}
+	l.spare = nil
+	l.chunks[l.tail] = &chunk{recs: recs, num: l.tail, qpos: -1}
 	if old >= 0 {
 		l.check(l.chunks[old])
 	}
@@ -116,6 +126,9 @@ func (l *historyLog) release(c *chunk) {
 	}
 	l.chunks[c.num] = nil
 	l.free = append(l.free, c.num)
+	if l.spare == nil {
+		l.spare = c.recs
+	}
 }
 
 func (l *historyLog) at(pos int) *jobstate.Transition {

@@ -117,3 +117,28 @@ func TestPruneReleasesHistoryChunks(t *testing.T) {
 	assert.Equal(t, 1, s.log.chunksInUse(), "only the tail is kept")
 	assert.Zero(t, s.Len())
 }
+
+// TestReleasedChunkIsReused: the records of a released chunk, all zero,
+// become the next chunk's, instead of a new allocation; the chunks after
+// it are allocated as before.
+func TestReleasedChunkIsReused(t *testing.T) {
+	s := New()
+	ctx := context.Background()
+	for i := 0; i < logChunk+10; i++ {
+		put(t, s, terminalJob("m", sec(0)))
+	}
+	first := &s.log.chunks[0].recs[0]
+	_, err := s.Prune(ctx, sec(1), 0)
+	require.NoError(t, err)
+	require.NotNil(t, s.log.spare, "the released chunk is kept as the spare")
+	for i := range s.log.spare {
+		require.Zero(t, s.log.spare[i], "record %d of the spare", i)
+	}
+	for i := 0; i < logChunk; i++ { // fill the tail, then start a new chunk
+		put(t, s, terminalJob("m", sec(2)))
+	}
+	tail := s.log.chunks[s.log.tail]
+	assert.Same(t, first, &tail.recs[0], "the new tail took the spare's records")
+	assert.Nil(t, s.log.spare)
+	checkLog(t, s)
+}

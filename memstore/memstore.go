@@ -36,7 +36,8 @@
 // Memory follows the jobs stored, up and down: once Prune returns, the
 // maps hold at most four times the room their entries need, the heaps'
 // arrays at most four times, and the history log's chunks at most twice,
-// plus one chunk of 1,024 records (and 16 bytes per chunk at the peak).
+// plus one chunk of 1,024 records and one spare chunk kept for reuse (and
+// 16 bytes per chunk at the peak).
 //
 // Nothing is persisted: a process restart loses everything.
 package memstore
