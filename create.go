@@ -99,31 +99,19 @@ func (e *Engine) Create(ctx context.Context, nj NewJob) (Created, error) {
 // create is Create without telling the observers; it returns the creation
 // record for the caller to tell them.
 func (e *Engine) create(ctx context.Context, nj NewJob) (Created, Transition, error) {
-	// One record, reused from the engine's pool, carries the creation
-	// through the store's callback.
+	// One record, reused from the engine's pool with its callback,
+	// carries the creation through the store's callback.
 	st := e.pools.create.get()
 	defer e.pools.create.put(st)
-	st.nj = nj
+	if st.build == nil {
+		st.build = st.create
+	}
+	st.e, st.nj = e, nj
 	var err error
 	if st.p, err = e.planCreate(&st.nj); err != nil {
 		return Created{}, Transition{}, err
 	}
-	job, created, err := e.store.Create(ctx, nj.Machine, nj.Key, func(ctx context.Context, existing *Job) (*Write, error) {
-		now, err := e.now()
-		if err != nil {
-			return nil, err
-		}
-		if existing != nil && st.p.def.policy.Idempotency.holdsKey(existing, now) {
-			if existing.Fingerprint != st.p.fp {
-				return nil, &KeyConflictError{Key: st.nj.Key, Holder: existing.ID}
-			}
-			return nil, nil
-		}
-		if st.rec, err = e.buildJob(ctx, &st.p, now, &st.w, &st.one); err != nil {
-			return nil, err
-		}
-		return &st.w, nil
-	})
+	job, created, err := e.store.Create(ctx, nj.Machine, nj.Key, st.build)
 	if err != nil {
 		return Created{}, Transition{}, err
 	}
@@ -133,11 +121,38 @@ func (e *Engine) create(ctx context.Context, nj NewJob) (Created, Transition, er
 // createState is one creation inside the store's callback: the job asked
 // for, its plan, and the write and record made.
 type createState struct {
+	e   *Engine
 	nj  NewJob
 	p   createPlan
 	w   Write
 	rec Transition
 	one [1]Transition // the write's record
+	// build is create, bound to this record when it was first used.
+	build CreateFunc
+}
+
+// create is the store's callback for the creation st carries.
+func (st *createState) create(ctx context.Context, existing *Job) (*Write, error) {
+	now, err := st.e.now()
+	if err != nil {
+		return nil, err
+	}
+	if existing != nil && st.p.def.policy.Idempotency.holdsKey(existing, now) {
+		if existing.Fingerprint != st.p.fp {
+			return nil, &KeyConflictError{Key: st.nj.Key, Holder: existing.ID}
+		}
+		return nil, nil
+	}
+	if st.rec, err = st.e.buildJob(ctx, &st.p, now, &st.w, &st.one); err != nil {
+		return nil, err
+	}
+	return &st.w, nil
+}
+
+func (st *createState) reset() {
+	build := st.build
+	*st = createState{}
+	st.build = build
 }
 
 // createPlan is what a creation checks and prepares before the store is

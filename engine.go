@@ -468,17 +468,15 @@ func (e *Engine) update(ctx context.Context, id uuid.UUID, args any, fn opFunc) 
 // another effect of the same write had run, the part of the write those
 // effects belong to is recorded and returned with an *IncompleteError.
 func (e *Engine) run(ctx context.Context, id uuid.UUID, args any, fn opFunc) (Job, error) {
-	// One record, reused from the engine's pool, carries the operation
-	// through the store's callback: its arguments, its plan and what it
-	// leaves for after the write.
+	// One record, reused from the engine's pool with its callback,
+	// carries the operation through the store's callback: its arguments,
+	// its plan and what it leaves for after the write.
 	st := e.pools.run.get()
-	st.args, st.fn = args, fn
-	job, err := e.store.Update(ctx, id, func(ctx context.Context, cur Snapshot) (Write, error) {
-		st.p = plan{}
-		w, inc, err := e.apply(ctx, &cur, st.args, st.fn, &st.p)
-		st.recs, st.partial = w.Transitions, inc
-		return w, err
-	})
+	if st.update == nil {
+		st.update = st.apply
+	}
+	st.e, st.args, st.fn = e, args, fn
+	job, err := e.store.Update(ctx, id, st.update)
 	if err != nil {
 		e.pools.run.put(st)
 		return Job{}, err
@@ -493,11 +491,28 @@ func (e *Engine) run(ctx context.Context, id uuid.UUID, args any, fn opFunc) (Jo
 
 // runState is one run of an operation inside a store update.
 type runState struct {
+	e       *Engine
 	args    any
 	fn      opFunc
 	p       plan
 	recs    []Transition
 	partial error
+	// update is apply, bound to this record when it was first used.
+	update UpdateFunc
+}
+
+// apply is the store's callback for the run st carries.
+func (st *runState) apply(ctx context.Context, cur Snapshot) (Write, error) {
+	st.p = plan{}
+	w, inc, err := st.e.apply(ctx, &cur, st.args, st.fn, &st.p)
+	st.recs, st.partial = w.Transitions, inc
+	return w, err
+}
+
+func (st *runState) reset() {
+	update := st.update
+	*st = runState{}
+	st.update = update
 }
 
 // opFunc is one engine operation, run inside a store update. It decides

@@ -109,25 +109,15 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 	if err != nil {
 		return Claimed{}, err
 	}
-	// One record, reused from the engine's pool, carries the claim through
-	// the store's callback.
+	// One record, reused from the engine's pool with its callback,
+	// carries the claim through the store's callback.
 	st := e.pools.claim.get()
 	defer e.pools.claim.put(st)
-	job, err := e.store.ClaimNext(ctx, ClaimQuery{Machine: def.name, Now: now}, func(ctx context.Context, cur Snapshot) (Write, error) {
-		st.p = plan{}
-		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, &st.p)
-		if err != nil {
-			return Write{}, errors.Join(ErrSkip, err)
-		}
-		if w, _, err = st.p.run(ctx, def, w, req.Args); err != nil {
-			if st.failed == nil {
-				st.failed = fmt.Errorf("job %s: %w", cur.Job.ID, err)
-			}
-			return Write{}, errors.Join(ErrSkip, err)
-		}
-		st.lease, st.recs = l, w.Transitions
-		return w, nil
-	})
+	if st.offer == nil {
+		st.offer = st.claim
+	}
+	st.e, st.def, st.req, st.ttl, st.now = e, def, req, ttl, now
+	job, err := e.store.ClaimNext(ctx, ClaimQuery{Machine: def.name, Now: now}, st.offer)
 	if err != nil {
 		if errors.Is(err, ErrNoJob) && st.failed != nil {
 			return Claimed{}, fmt.Errorf("%w; a claim's effect failed: %w", err, st.failed)
@@ -138,14 +128,45 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 	return Claimed{Lease: st.lease, Job: job}, nil
 }
 
-// claimState is one Claim inside the store's callback: the plan of the
-// candidate offered (with the buffers of its write), and what the claim
-// leaves for after the write.
+// claimState is one Claim inside the store's callback: the claim asked
+// for, the plan of the candidate offered (with the buffers of its write),
+// and what the claim leaves for after the write.
 type claimState struct {
+	e      *Engine
+	def    *Definition
+	req    ClaimRequest
+	ttl    time.Duration
+	now    time.Time
 	p      plan
 	lease  Lease
 	recs   []Transition
 	failed error
+	// offer is claim, bound to this record when it was first used.
+	offer UpdateFunc
+}
+
+// claim is the store's callback for each candidate offered to the claim
+// st carries.
+func (st *claimState) claim(ctx context.Context, cur Snapshot) (Write, error) {
+	st.p = plan{}
+	w, l, err := st.e.claim(ctx, st.def, &cur, st.req, st.ttl, st.now, &st.p)
+	if err != nil {
+		return Write{}, errors.Join(ErrSkip, err)
+	}
+	if w, _, err = st.p.run(ctx, st.def, w, st.req.Args); err != nil {
+		if st.failed == nil {
+			st.failed = fmt.Errorf("job %s: %w", cur.Job.ID, err)
+		}
+		return Write{}, errors.Join(ErrSkip, err)
+	}
+	st.lease, st.recs = l, w.Transitions
+	return w, nil
+}
+
+func (st *claimState) reset() {
+	offer := st.offer
+	*st = claimState{}
+	st.offer = offer
 }
 
 // ClaimJob claims one named job (bounty marketplace: a worker claims a specific
