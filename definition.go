@@ -297,20 +297,36 @@ func (d *Definition) Events(s State) []Event {
 	return out
 }
 
-// stateIndex finds a state. Small machines are scanned linearly over a
-// compact list of names: comparing a handful of short strings (usually the
-// very constants the table was built from) beats hashing.
+// stateIndex finds a state, -1 when the machine does not declare it.
 func (d *Definition) stateIndex(s State) int {
-	if len(d.names) <= 12 {
-		// A job's state is usually the very string the step that set it
-		// took from the definition: look for it by address first, which
-		// costs no byte comparison between names of equal length.
-		p := unsafe.StringData(string(s))
-		for i, n := range d.names {
-			if unsafe.StringData(string(n)) == p && len(n) == len(s) {
-				return i
-			}
+	if i := d.stateByAddr(s); i >= 0 {
+		return i
+	}
+	return d.stateIndexSlow(s)
+}
+
+// stateByAddr finds a state held in the definition's own string, -1
+// otherwise. A job's state is usually the very string the step that set
+// it took from the definition, so this is looked at first: it costs no
+// byte comparison between names of equal length, and is small enough to
+// be inlined into the step.
+func (d *Definition) stateByAddr(s State) int {
+	p := unsafe.StringData(string(s))
+	for i, n := range d.names {
+		if unsafe.StringData(string(n)) == p && len(n) == len(s) {
+			return i
 		}
+	}
+	return -1
+}
+
+// stateIndexSlow finds a state by its bytes. Small machines are scanned
+// linearly over a compact list of names: comparing a handful of short
+// strings beats hashing.
+//
+//go:noinline
+func (d *Definition) stateIndexSlow(s State) int {
+	if len(d.names) <= 12 {
 		for i, n := range d.names {
 			if sameString(string(n), string(s)) {
 				return i

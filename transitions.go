@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/google/uuid"
 )
@@ -74,34 +75,24 @@ func (d *Definition) Step(ctx context.Context, job *Job, in Input) (rec Transiti
 }
 
 // step is Step, writing into *rec the record naming the rule that fired;
-// *rec is left unchanged on error. The common case (the first rule for the
-// event has no guard) runs in this one function: no call but the state
-// lookup, no copy of the input or the record.
+// *rec is left unchanged on error. The common case finds its rule here
+// without a call: the job holds the definition's own strings for its
+// machine and state (as every job a step or the engine made does), the
+// event is the string of the table's rule (as the engine's and a caller's
+// constants are), and the first rule for it has no guard. Anything else,
+// and every error, is ruleFor's.
 func (d *Definition) step(ctx context.Context, job *Job, in *Input, rec *Transition) error {
-	if job == nil || !sameString(job.Machine, d.name) {
-		return d.foreign(job)
-	}
-	si := d.stateIndex(job.State)
-	if si < 0 {
-		return d.undeclared(job)
-	}
-	st := &d.states[si]
-	if st.spec.Kind == KindTerminal {
-		return d.refuse(job, in.Event, ErrTerminal, nil)
-	}
 	var e *edge
-	for i := range st.out {
-		if sameString(string(st.out[i].event), string(in.Event)) {
-			e = &st.out[i]
-			break
+	if job != nil && unsafe.StringData(job.Machine) == unsafe.StringData(d.name) && len(job.Machine) == len(d.name) {
+		if si := d.stateByAddr(job.State); si >= 0 {
+			if st := &d.states[si]; st.spec.Kind != KindTerminal {
+				e = st.edgeByAddr(in.Event)
+			}
 		}
 	}
-	if e == nil {
-		return d.refuse(job, in.Event, ErrInvalidTransition, nil)
-	}
-	if e.guard != nil {
+	if e == nil || e.guard != nil {
 		var err error
-		if e, err = d.pick(ctx, job, st.out, in); err != nil {
+		if e, err = d.fires(ctx, job, in); err != nil {
 			return err
 		}
 	}
@@ -132,6 +123,70 @@ func (d *Definition) step(ctx context.Context, job *Job, in *Input, rec *Transit
 	rec.ExecID = in.ExecID
 	rec.At = in.Now
 	rec.rule = e.rule + 1
+	return nil
+}
+
+// edgeByAddr returns the first edge for ev when ev is held in the string
+// of the table's rule, nil otherwise. The table's events are interned
+// (every edge for an event holds the same string), so the edges holding
+// ev's address are exactly the edges for ev.
+func (st *stateInfo) edgeByAddr(ev Event) *edge {
+	p := unsafe.StringData(string(ev))
+	for i := range st.out {
+		if unsafe.StringData(string(st.out[i].event)) == p && len(st.out[i].event) == len(ev) {
+			return &st.out[i]
+		}
+	}
+	return nil
+}
+
+// fires returns the edge that fires for in from job's state, for any job
+// and event: names compared by their bytes where their addresses differ,
+// guarded rules tried in order, the errors made.
+func (d *Definition) fires(ctx context.Context, job *Job, in *Input) (*edge, error) {
+	if err := d.checkMachine(job); err != nil {
+		return nil, err
+	}
+	si := d.stateIndex(job.State)
+	if si < 0 {
+		return nil, d.undeclared(job)
+	}
+	st := &d.states[si]
+	if st.spec.Kind == KindTerminal {
+		return nil, d.refuse(job, in.Event, ErrTerminal, nil)
+	}
+	e := st.edgeByAddr(in.Event)
+	if e == nil {
+		if e = firstFor(st.out, in.Event); e == nil {
+			return nil, d.refuse(job, in.Event, ErrInvalidTransition, nil)
+		}
+	}
+	if e.guard == nil {
+		return e, nil
+	}
+	return d.pick(ctx, job, st.out, in)
+}
+
+// checkMachine returns foreign's error unless job runs on this machine.
+//
+//go:noinline
+func (d *Definition) checkMachine(job *Job) error {
+	if job == nil || job.Machine != d.name {
+		return d.foreign(job)
+	}
+	return nil
+}
+
+// firstFor returns the first edge of out for ev, compared by bytes, or
+// nil.
+//
+//go:noinline
+func firstFor(out []edge, ev Event) *edge {
+	for i := range out {
+		if out[i].event == ev {
+			return &out[i]
+		}
+	}
 	return nil
 }
 
@@ -184,6 +239,10 @@ func (d *Definition) pick(ctx context.Context, job *Job, out []edge, in *Input) 
 	return nil, d.refuse(job, in.Event, ErrGuardRefused, refusal)
 }
 
+// refuse is the error for a refused step. It is kept out of line: the
+// step's common path is shorter, and spills fewer registers, without it.
+//
+//go:noinline
 func (d *Definition) refuse(job *Job, ev Event, sentinel, cause error) error {
 	return &TransitionError{JobID: job.ID, Machine: d.name, From: job.State, Event: ev, Err: sentinel, Cause: cause}
 }
