@@ -115,18 +115,17 @@ func (e *Engine) create(ctx context.Context, nj NewJob) (Created, Transition, er
 	if err != nil {
 		return Created{}, Transition{}, err
 	}
-	return Created{Job: job, Existing: !created}, st.rec, nil
+	return Created{Job: job, Existing: !created}, st.one[0], nil
 }
 
 // createState is one creation inside the store's callback: the job asked
-// for, its plan, and the write and record made.
+// for, its plan, and the write made, with its record in one.
 type createState struct {
 	e   *Engine
 	nj  NewJob
 	p   createPlan
 	w   Write
-	rec Transition
-	one [1]Transition // the write's record
+	one [1]Transition
 	// build is create, bound to this record when it was first used.
 	build CreateFunc
 }
@@ -143,7 +142,7 @@ func (st *createState) create(ctx context.Context, existing *Job) (*Write, error
 		}
 		return nil, nil
 	}
-	if st.rec, err = st.e.buildJob(ctx, &st.p, now, &st.w, &st.one); err != nil {
+	if _, err = st.e.buildJob(ctx, &st.p, now, &st.w, &st.one); err != nil {
 		return nil, err
 	}
 	return &st.w, nil

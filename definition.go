@@ -297,12 +297,26 @@ func (d *Definition) Events(s State) []Event {
 	return out
 }
 
-// stateIndex finds a state, -1 when the machine does not declare it.
+// stateIndex finds a state, -1 when the machine does not declare it: by
+// address first (stateByAddr), then by bytes. Small machines are scanned
+// linearly over a compact list of names: comparing a handful of short
+// strings beats hashing.
 func (d *Definition) stateIndex(s State) int {
 	if i := d.stateByAddr(s); i >= 0 {
 		return i
 	}
-	return d.stateIndexSlow(s)
+	if len(d.names) <= 12 {
+		for i, n := range d.names {
+			if sameString(string(n), string(s)) {
+				return i
+			}
+		}
+		return -1
+	}
+	if i, ok := d.byName[s]; ok {
+		return i
+	}
+	return -1
 }
 
 // stateByAddr finds a state held in the definition's own string, -1
@@ -316,26 +330,6 @@ func (d *Definition) stateByAddr(s State) int {
 		if unsafe.StringData(string(n)) == p && len(n) == len(s) {
 			return i
 		}
-	}
-	return -1
-}
-
-// stateIndexSlow finds a state by its bytes. Small machines are scanned
-// linearly over a compact list of names: comparing a handful of short
-// strings beats hashing.
-//
-//go:noinline
-func (d *Definition) stateIndexSlow(s State) int {
-	if len(d.names) <= 12 {
-		for i, n := range d.names {
-			if sameString(string(n), string(s)) {
-				return i
-			}
-		}
-		return -1
-	}
-	if i, ok := d.byName[s]; ok {
-		return i
 	}
 	return -1
 }

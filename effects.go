@@ -70,7 +70,7 @@ type plan struct {
 	one [1]Transition
 	// ex holds the one execution of a write (a claim's, a finish's), for
 	// the same reason.
-	ex execBuf
+	ex [1]Execution
 }
 
 // recsOf returns rec as a write's records, in p's buffer when p is not
@@ -82,10 +82,6 @@ func (p *plan) recsOf(rec Transition) []Transition {
 	p.one[0] = rec
 	return p.one[:1:1]
 }
-
-// execBuf holds the one execution of a write, so that the write's slice
-// of executions needs no allocation of its own.
-type execBuf [1]Execution
 
 // execsOf returns x followed by more as a write's executions, in p's
 // buffer when p is not nil and there is no more.

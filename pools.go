@@ -6,10 +6,10 @@ import "sync"
 // callback (createState, claimState, runState) for reuse, with the
 // callback itself, bound to its record once: a create → claim → succeed
 // allocates about 2 KB less, which the garbage collector would otherwise
-// mark and sweep. A
-// record goes back only once nothing the caller or the store keeps points
-// into it: the store copies what it keeps of a Write (see Store's
-// ownership clause), and a record an error still refers to is dropped.
+// mark and sweep. A record goes back only once nothing the caller or the
+// store keeps points into it: the store copies what it keeps of a Write
+// (see Store's ownership clause), and a record an error still refers to
+// is dropped.
 type statePools struct {
 	create pool[createState, *createState]
 	claim  pool[claimState, *claimState]

@@ -155,11 +155,9 @@ func (d *Definition) fires(ctx context.Context, job *Job, in *Input) (*edge, err
 	if st.spec.Kind == KindTerminal {
 		return nil, d.refuse(job, in.Event, ErrTerminal, nil)
 	}
-	e := st.edgeByAddr(in.Event)
+	e := firstFor(st.out, in.Event)
 	if e == nil {
-		if e = firstFor(st.out, in.Event); e == nil {
-			return nil, d.refuse(job, in.Event, ErrInvalidTransition, nil)
-		}
+		return nil, d.refuse(job, in.Event, ErrInvalidTransition, nil)
 	}
 	if e.guard == nil {
 		return e, nil
@@ -168,8 +166,6 @@ func (d *Definition) fires(ctx context.Context, job *Job, in *Input) (*edge, err
 }
 
 // checkMachine returns foreign's error unless job runs on this machine.
-//
-//go:noinline
 func (d *Definition) checkMachine(job *Job) error {
 	if job == nil || job.Machine != d.name {
 		return d.foreign(job)
@@ -179,8 +175,6 @@ func (d *Definition) checkMachine(job *Job) error {
 
 // firstFor returns the first edge of out for ev, compared by bytes, or
 // nil.
-//
-//go:noinline
 func firstFor(out []edge, ev Event) *edge {
 	for i := range out {
 		if out[i].event == ev {
@@ -239,10 +233,7 @@ func (d *Definition) pick(ctx context.Context, job *Job, out []edge, in *Input) 
 	return nil, d.refuse(job, in.Event, ErrGuardRefused, refusal)
 }
 
-// refuse is the error for a refused step. It is kept out of line: the
-// step's common path is shorter, and spills fewer registers, without it.
-//
-//go:noinline
+// refuse is the error for a refused step.
 func (d *Definition) refuse(job *Job, ev Event, sentinel, cause error) error {
 	return &TransitionError{JobID: job.ID, Machine: d.name, From: job.State, Event: ev, Err: sentinel, Cause: cause}
 }

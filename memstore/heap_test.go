@@ -26,7 +26,7 @@ func TestHeapProperty(t *testing.T) {
 		for s := 0; s < steps; s++ {
 			switch op := rapid.IntRange(0, 3).Draw(rt, "op"); {
 			case op <= 1 || len(live) == 0: // insert
-				e := newEntry(nil)
+				e := newEntry()
 				e.job.ID = uuid.New()
 				draw(e, "new")
 				h.set(e, true)

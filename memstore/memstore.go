@@ -115,8 +115,9 @@ type entry struct {
 	exec1 [1]jobstate.Execution
 }
 
-func newEntry(m *machine) *entry {
-	e := &entry{m: m, schedAt: -1, availAt: -1, leaseAt: -1, wk: wakeNode{prio: rand.Uint32()}}
+// newEntry returns an entry in no index, its machine not set yet.
+func newEntry() *entry {
+	e := &entry{schedAt: -1, availAt: -1, leaseAt: -1, wk: wakeNode{prio: rand.Uint32()}}
 	e.execs = e.exec1[:0:1]
 	return e
 }
@@ -300,14 +301,14 @@ func (s *Store) insert(w *jobstate.Write, k *keyID) (jobstate.Job, error) {
 	// lock is taken: every write of every job holds that lock, and this is
 	// a third of what a creation would do under it. Nobody sees the entry
 	// before it is in the map.
-	e := newEntry(nil)
+	e := newEntry()
 	e.job = w.Job
 	e.execs = append(e.execs, w.Executions...)
 	e.effects = append(e.effects, w.Effects...)
 	e.history = make([]int, 0, max(historyRoom, len(w.Transitions)))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, _ := s.jobs.get(w.Job.ID); e != nil {
+	if dup, _ := s.jobs.get(w.Job.ID); dup != nil {
 		return jobstate.Job{}, fmt.Errorf("%w: %s", jobstate.ErrDuplicateJob, w.Job.ID)
 	}
 	m := s.machines[w.Job.Machine]

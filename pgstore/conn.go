@@ -107,12 +107,9 @@ func (t *connTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if t.also != "" {
 		nb.Queue(t.also)
 	}
+	starts := len(nb.QueuedQueries)
 	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
 	br := t.q.SendBatch(ctx, nb)
-	starts := 1
-	if t.also != "" {
-		starts = 2
-	}
 	for range starts {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()

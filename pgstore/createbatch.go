@@ -12,11 +12,12 @@ import (
 )
 
 // CreateBatch implements jobstate.BatchCreator (Engine.CreateMany): it
-// inserts n new jobs without idempotency keys in one transaction. fn is called for i = 0 … n-1 inside it, with a context
-// that carries the transaction (Tx) as Create's function's does, so that
-// creation effects can write through it; then the jobs and their history
-// go to the server with COPY, their executions and effects (rare at
-// creation) with INSERTs, and the COMMIT. Either every job is created or,
+// inserts n new jobs without idempotency keys in one transaction. fn is
+// called for i = 0 … n-1 inside it, with a context that carries the
+// transaction (Tx) as Create's function's does, so that creation effects
+// can write through it; then the jobs and their history go to the server
+// with COPY, their executions and effects (rare at creation) with
+// INSERTs, and the COMMIT. Either every job is created or,
 // with an error, none is; fn's error is returned as it is.
 //
 // Each Write is a new job as a CreateFunc returns it: a new ID, Version

@@ -185,7 +185,6 @@ func columns(rows [][]any, types []string) ([]any, error) {
 // version, to be queued together.
 type multiWrite struct {
 	jobs    [][]any
-	curs    []*jobstate.Job
 	outs    []*jobstate.Job
 	written []jobstate.Job // the jobs as written, with payload and result
 	hist    [][]any
@@ -228,7 +227,6 @@ func (m *multiWrite) add(cur *jobstate.Job, w *jobstate.Write, out *jobstate.Job
 		m.execs = append(m.execs, execArgs(id, &w.Executions[i]))
 	}
 	m.jobs = append(m.jobs, append(args, cur.Version, newPayload, newResult))
-	m.curs = append(m.curs, cur)
 	m.outs = append(m.outs, out)
 	j := asStored(w.Job)
 	j.Payload, j.Result = payload, result

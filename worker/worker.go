@@ -51,9 +51,10 @@ type Worker struct {
 	ahead chan struct{}
 	// pending counts those writes, for Drain's end test.
 	pending atomic.Int64
-	// batch is set when the store claims in batches: a freed slot then
-	// wakes the claim loop, which claims for all free slots at once,
-	// instead of its goroutine claiming the next job alone.
+	// batch is set when the store claims in batches: claims (the claim
+	// loop's, or a finishing handler goroutine's) then take jobs for all
+	// the machine's free slots at once, one claim of a machine at a time,
+	// instead of one job per goroutine.
 	batch bool
 
 	mu     sync.Mutex

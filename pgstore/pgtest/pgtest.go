@@ -228,10 +228,13 @@ func (st *state) recycle(t testing.TB, name string) {
 		t.Errorf("pgtest: emptying schema %s: %v", name, err)
 		return
 	}
-	sql := `DELETE FROM ` + name + `.jobs; DELETE FROM ` + name + `.executions; DELETE FROM ` + name + `.transitions; DELETE FROM ` +
-		name + `.effects; DELETE FROM ` + name + `.idempotency_keys`
+	var tables []string
+	for _, table := range []string{"jobs", "executions", "transitions", "effects", "idempotency_keys"} {
+		tables = append(tables, name+"."+table)
+	}
+	sql := `DELETE FROM ` + strings.Join(tables, `; DELETE FROM `)
 	if large {
-		sql = `TRUNCATE ` + name + `.jobs, ` + name + `.executions, ` + name + `.transitions, ` + name + `.effects, ` + name + `.idempotency_keys`
+		sql = `TRUNCATE ` + strings.Join(tables, `, `)
 	}
 	if _, err := st.pool.Exec(ctx, sql); err != nil {
 		t.Errorf("pgtest: emptying schema %s: %v", name, err)
