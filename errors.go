@@ -39,7 +39,62 @@ var (
 	ErrInvalidArgument = errors.New("jobstate: invalid argument")
 	// ErrDuplicateJob: a store was asked to insert a job whose id exists.
 	ErrDuplicateJob = errors.New("jobstate: duplicate job id")
+	// ErrUnavailable: the store could not be reached (a refused or lost
+	// connection, a server shutting down or restarting). Every such error
+	// is an *UnavailableError, which says whether the operation surely did
+	// not happen (retry it) or may have happened (ErrOutcomeUnknown: read
+	// the job to learn which).
+	ErrUnavailable = errors.New("jobstate: store unavailable")
+	// ErrOutcomeUnknown: matched together with ErrUnavailable when the
+	// connection was lost after the operation reached the store, so that it
+	// may have been applied (a COMMIT whose answer never came).
+	ErrOutcomeUnknown = errors.New("jobstate: outcome unknown")
 )
+
+// UnavailableError reports that the store could not be reached during an
+// operation. errors.Is(err, ErrUnavailable) holds for it, and
+// errors.Is(err, ErrOutcomeUnknown) too when MayHaveApplied is set; the
+// driver's own error is wrapped as well.
+//
+// What a caller does:
+//   - MayHaveApplied false: nothing was written; the same operation may be
+//     retried as it is once the store answers again.
+//   - MayHaveApplied true: the write may or may not have been applied.
+//     Read the job (Engine.Get, Engine.Executions) before retrying: a
+//     commit that was applied shows its execution COMMITTED or DONE, a
+//     creation under a key is found by creating again with the same key.
+type UnavailableError struct {
+	// Op names the store operation that could not complete ("update",
+	// "claim", "create", ...).
+	Op string
+	// MayHaveApplied is set when the connection was lost after the request
+	// was sent, so that the store may have applied it.
+	MayHaveApplied bool
+	// Err is the driver's error.
+	Err error
+}
+
+// Error names the operation, whether it may have been applied, and the
+// driver's error.
+func (e *UnavailableError) Error() string {
+	if e.MayHaveApplied {
+		return fmt.Sprintf("jobstate: store unavailable during %s (it may have been applied): %v", e.Op, e.Err)
+	}
+	return fmt.Sprintf("jobstate: store unavailable during %s (nothing was applied): %v", e.Op, e.Err)
+}
+
+// Unwrap returns ErrUnavailable, ErrOutcomeUnknown when MayHaveApplied is
+// set, and the driver's error.
+func (e *UnavailableError) Unwrap() []error {
+	errs := []error{ErrUnavailable}
+	if e.MayHaveApplied {
+		errs = append(errs, ErrOutcomeUnknown)
+	}
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	return errs
+}
 
 // TransitionError reports a refused move: which job, from which state, by
 // which event, and why. errors.Is finds its sentinel (Err) and, for a guard
@@ -146,6 +201,8 @@ var codes = []struct {
 	code string
 }{
 	{ErrIncomplete, "incomplete"},
+	{ErrOutcomeUnknown, "outcome_unknown"},
+	{ErrUnavailable, "unavailable"},
 	{ErrCancelled, "cancelled"},
 	{ErrLeaseLost, "lease_lost"},
 	{ErrAlreadyCommitted, "already_committed"},
