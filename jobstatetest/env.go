@@ -31,9 +31,10 @@ const DrainLimit = 100_000
 // WorkerName is the name of the workers an Env makes.
 const WorkerName = "test-worker"
 
-// Env is an engine on a fresh memstore with a manual clock, and the
-// helpers to drive it from a test. Every helper fails the test (Fatalf)
-// on an unexpected error, so tests read as a list of steps.
+// Env is an engine with a manual clock, on a fresh memstore (New) or on a
+// store the test gives (NewWithStore), and the helpers to drive it from a
+// test. Every helper fails the test (Fatalf) on an unexpected error, so
+// tests read as a list of steps.
 type Env struct {
 	// T receives the failures.
 	T TB
@@ -42,7 +43,9 @@ type Env struct {
 	Ctx context.Context
 	// Clock is the engine's clock and the workers' timer source.
 	Clock *Clock
-	// Store is the engine's store.
+	// Store is the engine's store when New made the Env: a memstore of
+	// its own. It is nil in an Env made by NewWithStore, whose store is
+	// Engine.Store().
 	Store *memstore.Store
 	// Engine is the engine under test.
 	Engine *jobstate.Engine
@@ -55,14 +58,34 @@ type Env struct {
 // would leave the Env's clock driving the workers only.
 func New(t TB, opts ...jobstate.Option) *Env {
 	t.Helper()
-	clk := NewClock(Epoch)
 	store := memstore.New()
+	e := NewWithStore(t, store, opts...)
+	e.Store = store
+	return e
+}
+
+// NewWithStore returns an Env whose engine runs on store, set up as New
+// sets it up (the Env's Clock from Epoch, the jitter draw fixed at 0.5,
+// then opts); its Store field is nil (the store is Engine.Store()). Every helper and assertion works as on
+// memstore, through the engine's public operations.
+//
+// The test owns store: the Env neither empties nor closes it (close it in
+// t.Cleanup). It should be empty and used by this Env alone, since a
+// drain runs every due job of its worker's machines and the Env's clock
+// is unrelated to the time of any other user's jobs. The store must keep
+// the instants the engine gives it and read no clock of its own (the
+// jobstate.Store contract), so that the Env's clock alone decides what is
+// due, lapsed or expired. Package pgstore/pgtest makes such an Env on
+// PostgreSQL (pgtest.NewEnv).
+func NewWithStore(t TB, store jobstate.Store, opts ...jobstate.Option) *Env {
+	t.Helper()
+	clk := NewClock(Epoch)
 	all := append([]jobstate.Option{jobstate.WithClock(clk), jobstate.WithRandom(func() float64 { return 0.5 })}, opts...)
 	eng, err := jobstate.New(store, all...)
 	if err != nil {
 		t.Fatalf("jobstatetest: engine: %v", err)
 	}
-	return &Env{T: t, Ctx: context.Background(), Clock: clk, Store: store, Engine: eng}
+	return &Env{T: t, Ctx: context.Background(), Clock: clk, Engine: eng}
 }
 
 // Create creates a job and returns it.

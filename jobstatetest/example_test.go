@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/jobstatetest"
+	"github.com/jobstate/jobstate/memstore"
 	"github.com/jobstate/jobstate/worker"
 )
 
@@ -58,4 +59,26 @@ func ExampleEnv_AssertState() {
 	//     v3   00:00:00.000  RUNNING --fail--> FAILED  by test-worker  (unsupported format)
 	//   executions:
 	//     #1 ABORTED by test-worker: unsupported format
+}
+
+// NewWithStore runs the Env on a store the test made and owns: here a
+// memstore; on PostgreSQL, package pgstore/pgtest makes such an Env on a
+// store in a schema of its own (pgtest.NewEnv). The store keeps the
+// instants of the Env's clock.
+func ExampleNewWithStore() {
+	store := memstore.New()
+	e := jobstatetest.NewWithStore(printer{}, store, jobstate.WithMachines(docsMachine()))
+	job := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("invoice.pdf")})
+	fmt.Println("jobs run:", e.Run("docs", worker.HandlerFunc(func(ctx context.Context, t *worker.Task) (jobstate.CommitInput, error) {
+		return jobstate.CommitInput{Result: []byte("processed")}, nil
+	})))
+	e.AssertHistory(job.ID, "create", "claim", "succeed")
+	stored, err := store.Get(context.Background(), job.ID)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(stored.State, string(stored.Result), stored.CompletedAt.Equal(jobstatetest.Epoch))
+	// Output:
+	// jobs run: 1
+	// SUCCEEDED processed true
 }

@@ -10,8 +10,66 @@ import (
 
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/jobstatetest"
+	"github.com/jobstate/jobstate/jobstatetest/envtest"
+	"github.com/jobstate/jobstate/memstore"
 	"github.com/jobstate/jobstate/worker"
 )
+
+// TestEnvOnMemstore runs envtest's checks on the Env that New makes.
+func TestEnvOnMemstore(t *testing.T) {
+	envtest.Run(t, func(t testing.TB, opts ...jobstate.Option) *jobstatetest.Env {
+		return jobstatetest.New(t, opts...)
+	})
+}
+
+// bareStore hides every optional capability of the store it wraps
+// (batches, notifications, counts, listing, savepoints): the Env must need
+// none of them.
+type bareStore struct{ jobstate.Store }
+
+// TestEnvOnAnyStore runs envtest's checks on an Env from NewWithStore, on
+// a store with no optional capability.
+func TestEnvOnAnyStore(t *testing.T) {
+	envtest.Run(t, func(t testing.TB, opts ...jobstate.Option) *jobstatetest.Env {
+		return jobstatetest.NewWithStore(t, bareStore{memstore.New()}, opts...)
+	})
+}
+
+// TestNewWithStore: the Env runs on the store given, which it leaves to
+// the test, and its Store field is left nil.
+func TestNewWithStore(t *testing.T) {
+	store := memstore.New()
+	e := jobstatetest.NewWithStore(t, store, jobstate.WithMachines(docsMachine()))
+	if e.Store != nil {
+		t.Error("Env.Store is set on a store NewWithStore was given")
+	}
+	if e.Engine.Store() != jobstate.Store(store) {
+		t.Error("the engine does not run on the store given")
+	}
+	job := e.Create(jobstate.NewJob{Machine: "docs"})
+	e.Run("docs", worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
+		return jobstate.CommitInput{}, nil
+	}))
+	got, err := store.Get(context.Background(), job.ID)
+	if err != nil {
+		t.Fatalf("the job is not in the store given: %v", err)
+	}
+	if got.State != "SUCCEEDED" || !got.CompletedAt.Equal(jobstatetest.Epoch) {
+		t.Errorf("the store holds the job %s, completed at %s; want SUCCEEDED at the Env's clock", got.State, got.CompletedAt)
+	}
+	if m := jobstatetest.New(t, jobstate.WithMachines(docsMachine())); m.Store == nil || m.Engine.Store() != jobstate.Store(m.Store) {
+		t.Error("New's Env.Store is not its engine's memstore")
+	}
+	r := &recorder{}
+	func() {
+		defer func() {
+			if v := recover(); v == nil || !strings.Contains(fmt.Sprint(v), "nil store") {
+				t.Errorf("a nil store: %v, want a fatal error naming it", v)
+			}
+		}()
+		jobstatetest.NewWithStore(r, nil)
+	}()
+}
 
 // recorder is a TB that records failures instead of failing the test.
 type recorder struct{ errs []string }
@@ -22,55 +80,6 @@ func (r *recorder) Errorf(format string, args ...any) {
 }
 func (r *recorder) Fatalf(format string, args ...any) {
 	panic("fatal: " + fmt.Sprintf(format, args...))
-}
-
-// TestAssertionsFailReadably: every assertion fails on a mismatch, and its
-// message names what was expected and shows the job.
-func TestAssertionsFailReadably(t *testing.T) {
-	r := &recorder{}
-	e := jobstatetest.New(r, jobstate.WithMachines(docsMachine()))
-	job := e.Create(jobstate.NewJob{Machine: "docs"})
-	var ledger jobstatetest.Ledger
-	e.Run("docs", worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
-		return jobstate.CommitInput{}, jobstate.Permanent(errors.New("unsupported format"))
-	}))
-	checks := []struct {
-		ok   bool
-		want string
-	}{
-		{e.AssertState(job.ID, "SUCCEEDED"), "state FAILED, want SUCCEEDED"},
-		{e.AssertHistory(job.ID, "create", "claim", "succeed"), "history [create claim fail], want [create claim succeed]"},
-		{e.AssertPath(job.ID, "QUEUED", "RUNNING", "SUCCEEDED"), "path [QUEUED → RUNNING → FAILED], want [QUEUED → RUNNING → SUCCEEDED]"},
-		{e.AssertCommittedOnce(job.ID), "0 executions committed, want exactly 1"},
-		{e.AssertEffects(job.ID, "refund"), "effect records [], want [refund]"},
-		{e.AssertAppliedOnce(&ledger, job.ID), "effect applied 0 times, want exactly once"},
-	}
-	if len(r.errs) != len(checks) {
-		t.Fatalf("%d failures reported, want %d: %q", len(r.errs), len(checks), r.errs)
-	}
-	for i, c := range checks {
-		if c.ok {
-			t.Errorf("check %d held", i)
-		}
-		if !strings.Contains(r.errs[i], c.want) {
-			t.Errorf("check %d: message %q lacks %q", i, r.errs[i], c.want)
-		}
-		for _, part := range []string{"history:", "RUNNING --fail--> FAILED", "#1 ABORTED by test-worker: unsupported format"} {
-			if !strings.Contains(r.errs[i], part) {
-				t.Errorf("check %d: message lacks %q:\n%s", i, part, r.errs[i])
-			}
-		}
-	}
-	// And they hold when they should.
-	r.errs = nil
-	e.AssertState(job.ID, "FAILED")
-	e.AssertTerminal(job.ID)
-	e.AssertHistory(job.ID, "create", "claim", "fail")
-	e.AssertPath(job.ID, "QUEUED", "RUNNING", "FAILED")
-	e.AssertEffects(job.ID)
-	if len(r.errs) > 0 {
-		t.Errorf("true assertions failed: %q", r.errs)
-	}
 }
 
 // TestClockTimers: timers fire when the clock reaches them, in time order,
@@ -129,27 +138,5 @@ func TestClockTimers(t *testing.T) {
 	}
 	if err := c.WaitTimer(context.Background(), c.Now().Add(time.Minute)); err != nil {
 		t.Error(err)
-	}
-}
-
-// TestRunForLetsTimePass: backoffs and snoozes run their course.
-func TestRunForLetsTimePass(t *testing.T) {
-	e := jobstatetest.New(t, jobstate.WithMachines(docsMachine()))
-	job := e.Create(jobstate.NewJob{Machine: "docs"})
-	w := e.Worker(worker.Handle("docs", worker.HandlerFunc(func(ctx context.Context, tk *worker.Task) (jobstate.CommitInput, error) {
-		if tk.Lease().Token < 3 {
-			return jobstate.CommitInput{}, worker.Snooze(time.Minute)
-		}
-		return jobstate.CommitInput{}, nil
-	}), 1))
-	if n := e.Drain(w); n != 1 {
-		t.Errorf("drained %d jobs, want 1: the snoozed job is not due", n)
-	}
-	if n := e.RunFor(w, 2*time.Minute, 30*time.Second); n != 2 {
-		t.Errorf("ran %d jobs, want 2", n)
-	}
-	e.AssertState(job.ID, "SUCCEEDED")
-	if got := e.Clock.Now(); !got.Equal(jobstatetest.Epoch.Add(2 * time.Minute)) {
-		t.Errorf("clock at %s", got)
 	}
 }

@@ -12,6 +12,23 @@
 // and in tests pgtest.Store(t) or pgtest.Pool(t). When no server can be
 // had, tests that ask for one are skipped with the reason, unless
 // JOBSTATE_REQUIRE_PG=1, when they fail.
+//
+// NewEnv gives jobstatetest's helpers on PostgreSQL: an Env with the
+// manual clock on a store in a fresh schema, where the test creates the
+// service's own tables so that a handler's commit effect can write them in
+// the store's transaction:
+//
+//	e, store := pgtest.NewEnv(t, jobstate.WithMachines(def))
+//	store.Pool().Exec(e.Ctx, `CREATE TABLE shipments (order_id text NOT NULL)`)
+//	job := e.Create(jobstate.NewJob{Machine: "ship", Payload: []byte("o-1")})
+//	e.Run("ship", worker.HandlerFunc(func(ctx context.Context, t *worker.Task) (jobstate.CommitInput, error) {
+//		return jobstate.CommitInput{Effect: func(ctx context.Context, j jobstate.Job) error {
+//			tx, _ := pgstore.Tx(ctx)
+//			_, err := tx.Exec(ctx, `INSERT INTO shipments (order_id) VALUES ($1)`, string(j.Payload))
+//			return err
+//		}}, nil
+//	}))
+//	e.AssertCommittedOnce(job.ID)
 package pgtest
 
 import (
