@@ -174,6 +174,9 @@ var ErrUnknownEffect = fmt.Errorf("%w: unknown effect", ErrInvalidArgument)
 // allowed states, ErrGuardRefused), the effect's own error (nothing
 // recorded, so it may be requested again).
 func (e *Engine) Apply(ctx context.Context, id uuid.UUID, name string, c Call) (Job, error) {
+	if err := c.check(); err != nil {
+		return Job{}, err
+	}
 	return e.update(ctx, id, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error) {
 		if err := checkVersion(&cur.Job, c.IfVersion); err != nil {
 			return Write{}, err

@@ -172,6 +172,9 @@ func (e *Engine) planCreate(nj *NewJob) (createPlan, error) {
 	if err != nil {
 		return createPlan{}, err
 	}
+	if err := nj.checkTexts(); err != nil {
+		return createPlan{}, err
+	}
 	if err := checkDuration("TTL", nj.TTL); err != nil {
 		return createPlan{}, err
 	}
@@ -282,6 +285,9 @@ const RedriveEffect = "redrive"
 // update's transaction, a store failure between the two writes can leave
 // the new job without the old job's record).
 func (e *Engine) Redrive(ctx context.Context, id uuid.UUID, c Call) (Job, error) {
+	if err := c.check(); err != nil {
+		return Job{}, err
+	}
 	var created Created
 	var rec Transition
 	_, err := e.update(ctx, id, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {

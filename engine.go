@@ -268,6 +268,9 @@ func (e *Engine) Fire(ctx context.Context, id uuid.UUID, ev Event, c Call) (Job,
 	if IsLifecycle(ev) {
 		return Job{}, fmt.Errorf("%w: event %q is fired by the engine's own operations, not by Fire", ErrInvalidArgument, ev)
 	}
+	if err := c.check(); err != nil {
+		return Job{}, err
+	}
 	return e.update(ctx, id, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error) {
 		if def.policy.DerivedState {
 			return Write{}, fmt.Errorf("%w: machine %q derives its state from its executions; it has no user events", ErrInvalidArgument, def.name)
@@ -584,6 +587,9 @@ func (e *Engine) Prune(ctx context.Context, olderThan time.Duration, limit int) 
 // offers the Counter capability (ErrUnsupported otherwise).
 func (e *Engine) Counts(ctx context.Context, machine string) (map[State]int, error) {
 	if err := e.ready(); err != nil {
+		return nil, err
+	}
+	if _, err := e.machine(machine); err != nil {
 		return nil, err
 	}
 	c, ok := e.store.(Counter)

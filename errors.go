@@ -113,6 +113,9 @@ type TransitionError struct {
 
 // Error names the job, the event, the state and the reason.
 func (e *TransitionError) Error() string {
+	if e.Err == ErrInvalidTransition && e.Cause == nil && e.From != "" && e.Event != "" {
+		return fmt.Sprintf("jobstate: %s job %s: invalid transition: machine %q has no %s rule from state %q", e.Machine, e.JobID, e.Machine, e.Event, e.From)
+	}
 	msg := fmt.Sprintf("jobstate: %s job %s: event %q from state %q: %v", e.Machine, e.JobID, e.Event, e.From, trimPrefix(e.Err))
 	if e.Cause != nil {
 		msg += ": " + e.Cause.Error()

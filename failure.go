@@ -37,7 +37,7 @@ func (e *Engine) Fail(ctx context.Context, lease Lease, cause error) (Job, error
 			return Write{}, &CommitError{JobID: cur.Job.ID, ExecID: x.ID, Winner: x.ID}
 		}
 		class, after := ClassOf(cause, def.policy.Classify)
-		return e.failure(ctx, def, &cur, x, failure{class: class, after: after, msg: cause.Error(), actor: lease.Owner}, now)
+		return e.failure(ctx, def, &cur, x, failure{class: class, after: after, msg: CleanErrorText(cause.Error()), actor: lease.Owner}, now)
 	})
 }
 

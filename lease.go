@@ -197,6 +197,9 @@ func leaseTTL(def *Definition, req ClaimRequest) (time.Duration, error) {
 	if req.Worker == "" {
 		return 0, fmt.Errorf("%w: empty worker name", ErrInvalidArgument)
 	}
+	if err := checkText("worker name", req.Worker, MaxKeyBytes); err != nil {
+		return 0, err
+	}
 	if err := checkDuration("lease TTL", req.TTL); err != nil {
 		return 0, err
 	}
@@ -340,6 +343,9 @@ func bump(def *Definition, cur *Snapshot, now time.Time, execs ...Execution) Wri
 func (e *Engine) Advance(ctx context.Context, lease Lease, ev Event, c Call) (Job, error) {
 	if IsLifecycle(ev) || ev == "" {
 		return Job{}, fmt.Errorf("%w: event %q cannot be fired through Advance", ErrInvalidArgument, ev)
+	}
+	if err := c.check(); err != nil {
+		return Job{}, err
 	}
 	return e.update(ctx, lease.JobID, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
 		x, err := leased(&cur, lease, now)

@@ -48,6 +48,9 @@ func (e *Engine) List(ctx context.Context, q ListQuery, cursor string) (ListPage
 	if err := q.validate(); err != nil {
 		return ListPage{}, err
 	}
+	if err := e.checkListStates(&q); err != nil {
+		return ListPage{}, err
+	}
 	q.After = ListCursor{}
 	tag := q.fingerprint()
 	if cursor != "" {
@@ -92,6 +95,12 @@ func (q *ListQuery) validate() error {
 		return bad("limit %d is outside 1..%d", q.Limit, MaxListLimit)
 	case q.Order != "" && q.Order != OrderCreated && q.Order != OrderUpdated:
 		return bad("unknown order %q", q.Order)
+	}
+	if err := checkText("list: owner", q.Owner, MaxKeyBytes); err != nil {
+		return err
+	}
+	if err := checkText("list: key", q.Key, MaxKeyBytes); err != nil {
+		return err
 	}
 	for _, k := range q.Kinds {
 		if !k.Valid() {
@@ -188,4 +197,36 @@ func decodeCursor(s string, tag [8]byte) (ListCursor, error) {
 		return ListCursor{}, bad
 	}
 	return ListCursor{At: at, ID: uuid.UUID(buf[21:37])}, nil
+}
+
+// checkListStates refuses a query about a machine the engine does not
+// know (ErrUnknownMachine), or with a state that its machine, or when the
+// query names none any registered machine, does not declare
+// (ErrInvalidArgument): such a query is a mistake, not an empty page.
+func (e *Engine) checkListStates(q *ListQuery) error {
+	if q.Machine != "" {
+		def, err := e.machine(q.Machine)
+		if err != nil {
+			return err
+		}
+		for _, s := range q.States {
+			if _, ok := def.State(s); !ok {
+				return fmt.Errorf("%w: list: machine %q has no state %q", ErrInvalidArgument, q.Machine, s)
+			}
+		}
+		return nil
+	}
+	for _, s := range q.States {
+		known := false
+		for _, def := range e.machines {
+			if _, ok := def.State(s); ok {
+				known = true
+				break
+			}
+		}
+		if !known {
+			return fmt.Errorf("%w: list: no registered machine has a state %q", ErrInvalidArgument, s)
+		}
+	}
+	return nil
 }

@@ -71,6 +71,14 @@ func validatePolicy(spec *Spec, kinds map[State]StateSpec, p *problems) {
 	if err := pol.Retry.validate(); err != nil {
 		p.add("policy Retry: %v", err)
 	}
+	if pol.Retry == (RetryPolicy{}) {
+		for i := range spec.Rules {
+			if r := &spec.Rules[i]; r.Event == EventRetry {
+				p.add("policy Retry is unset, so %s can never retry a failure: set Retry.MaxRetries (for example 3, or Unlimited) with a Backoff (for example ExponentialBackoff(time.Second, 2, time.Hour)); to retry no failure and keep the rule for snoozes, set a Backoff with MaxRetries 0", ruleName(i, r))
+				break
+			}
+		}
+	}
 	if pol.Idempotency.Retention < 0 {
 		p.add("policy Idempotency.Retention is negative (%s)", pol.Idempotency.Retention)
 	}
@@ -105,6 +113,8 @@ func validatePolicy(spec *Spec, kinds map[State]StateSpec, p *problems) {
 		switch {
 		case ef.Name == "":
 			p.add("effect #%d has an empty name", i+1)
+		case nameProblem(ef.Name) != "":
+			p.add("effect #%d: its name %s", i+1, nameProblem(ef.Name))
 		case names[ef.Name]:
 			p.add("effect %q is declared twice", ef.Name)
 		case ef.Run == nil:

@@ -33,6 +33,7 @@ func guardedSpec() jobstate.Spec {
 		jobstate.Rule{From: states("ready", "vip"), Event: jobstate.EventCancel, To: "bad"},
 		jobstate.Rule{From: states("run"), Event: jobstate.EventRetry, To: "ready"},
 	)
+	spec.Policy.Retry = jobstate.RetryPolicy{MaxRetries: 2, Backoff: jobstate.FixedBackoff(time.Second)}
 	return spec
 }
 

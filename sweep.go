@@ -244,6 +244,9 @@ func (e *Engine) RecoverWorker(ctx context.Context, worker string) (SweepReport,
 	if worker == "" {
 		return rep, fmt.Errorf("%w: empty worker name", ErrInvalidArgument)
 	}
+	if err := checkText("worker name", worker, MaxKeyBytes); err != nil {
+		return rep, err
+	}
 	// Every job holding a lease has a heartbeat at or before MaxTime.
 	jobs, err := e.store.Stale(ctx, "", MaxTime.Add(time.Nanosecond), 0)
 	if err != nil {

@@ -11,6 +11,8 @@ func validate(spec *Spec) []string {
 	var p problems
 	if strings.TrimSpace(spec.Name) == "" {
 		p.add("machine name is empty")
+	} else if pr := nameProblem(spec.Name); pr != "" {
+		p.add("machine name %s", pr)
 	}
 	if len(spec.States) == 0 {
 		p.add("no states declared")
@@ -22,6 +24,8 @@ func validate(spec *Spec) []string {
 		case s.Name == "":
 			p.add("state #%d has an empty name", i+1)
 			continue
+		case nameProblem(string(s.Name)) != "":
+			p.add("state #%d: its name %s", i+1, nameProblem(string(s.Name)))
 		case !s.Kind.Valid():
 			p.add("state %q has invalid kind %s", s.Name, s.Kind)
 		case s.Kind == KindTerminal && !s.Outcome.Valid():
@@ -118,6 +122,8 @@ func validateRules(spec *Spec, kinds map[State]StateSpec, p *problems) {
 		name := ruleName(i, r)
 		if r.Event == "" {
 			p.add("%s has an empty event", name)
+		} else if pr := nameProblem(string(r.Event)); pr != "" {
+			p.add("rule #%d: its event name %s", i+1, pr)
 		}
 		if len(r.From) == 0 {
 			p.add("%s has no from state", name)

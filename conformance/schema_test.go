@@ -563,7 +563,7 @@ func TestSchemaMatchesGo(t *testing.T) {
 
 	codes := []string{"", "unknown"}
 	for _, e := range []error{
-		jobstate.ErrIncomplete, jobstate.ErrCancelled, jobstate.ErrLeaseLost, jobstate.ErrAlreadyCommitted,
+		jobstate.ErrIncomplete, jobstate.ErrOutcomeUnknown, jobstate.ErrUnavailable, jobstate.ErrCancelled, jobstate.ErrLeaseLost, jobstate.ErrAlreadyCommitted,
 		jobstate.ErrEffectApplied, jobstate.ErrKeyConflict, jobstate.ErrUnknownEffect, jobstate.ErrNotClaimable,
 		jobstate.ErrGuardRefused, jobstate.ErrTerminal, jobstate.ErrInvalidTransition, jobstate.ErrNoJob,
 		jobstate.ErrNotFound, jobstate.ErrUnknownMachine, jobstate.ErrInvalidDefinition,

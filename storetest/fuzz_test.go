@@ -35,3 +35,15 @@ func FuzzFaults(f *testing.F) {
 		})(t, data)
 	})
 }
+
+// FuzzTexts feeds the fuzzer's bytes to the Texts property on memstore:
+// keys, owners, fingerprints, actors, reasons, worker names, list filters
+// and handlers' error texts of any bytes and length are stored whole or
+// refused whole, and a failure always ends its execution.
+//
+//	go test -run '^$' -fuzz FuzzTexts ./storetest/
+func FuzzTexts(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rapid.MakeFuzz(newTextsRun(t, newMemStore).check)(t, data)
+	})
+}

@@ -154,7 +154,12 @@ func propListMatchesModel(rt *rapid.T, t *testing.T, newStore NewStore) {
 func drawListQuery(rt *rapid.T, defs []*jobstate.Definition, states []jobstate.State, owners, keys []string) jobstate.ListQuery {
 	q := jobstate.ListQuery{Limit: rapid.IntRange(1, 7).Draw(rt, "limit")}
 	if rapid.Bool().Draw(rt, "byMachine") {
-		q.Machine = rapid.SampledFrom(defs).Draw(rt, "qmachine").Name()
+		def := rapid.SampledFrom(defs).Draw(rt, "qmachine")
+		q.Machine = def.Name()
+		states = nil // a state the machine lacks is refused
+		for _, st := range def.States() {
+			states = append(states, st.Name)
+		}
 	}
 	if rapid.Bool().Draw(rt, "byState") {
 		q.States = rapid.SliceOfNDistinct(rapid.SampledFrom(states), 1, 3, func(s jobstate.State) jobstate.State { return s }).Draw(rt, "qstates")

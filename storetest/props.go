@@ -28,6 +28,7 @@ func RunProperties(t *testing.T, newStore NewStore) {
 	t.Run("IdempotentCreate", func(t *testing.T) {
 		rapid.Check(t, func(rt *rapid.T) { propIdempotency(rt, t, newStore) })
 	})
+	t.Run("Texts", func(t *testing.T) { propTexts(t, newStore) })
 }
 
 // model drives one engine over one store and checks invariants after
