@@ -21,6 +21,7 @@ func docsMachine() *jobstate.Definition {
 			{Name: "RETRYING", Kind: jobstate.KindWaiting},
 			{Name: "SUCCEEDED", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
 			{Name: "FAILED", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
+			{Name: "CANCELLED", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeCancelled},
 		},
 		Initial: "QUEUED",
 		Rules: []jobstate.Rule{
@@ -29,6 +30,7 @@ func docsMachine() *jobstate.Definition {
 			{From: []jobstate.State{"RUNNING"}, Event: jobstate.EventRetry, To: "RETRYING"},
 			{From: []jobstate.State{"RUNNING"}, Event: jobstate.EventFail, To: "FAILED"},
 			{From: []jobstate.State{"RETRYING"}, Event: jobstate.EventRequeue, To: "QUEUED"},
+			{From: []jobstate.State{"QUEUED", "RUNNING", "RETRYING"}, Event: jobstate.EventCancel, To: "CANCELLED"},
 		},
 		Policy: jobstate.Policy{Retry: jobstate.RetryPolicy{MaxRetries: 3, Backoff: jobstate.FixedBackoff(time.Second)}},
 	})
@@ -63,5 +65,20 @@ func TestReadmeDocsMachine(t *testing.T) {
 	e.AssertAppliedOnce(&stored, invoice.ID, scan.ID)
 	if stored.Applied(broken.ID) != 0 {
 		t.Error("a failed document was stored")
+	}
+}
+
+// TestReadmeDocsMachineCancels: the README's machine cancels a queued job,
+// and refuses to cancel a job that has ended.
+func TestReadmeDocsMachineCancels(t *testing.T) {
+	e := jobstatetest.New(t, jobstate.WithMachines(docsMachine()))
+	ctx := context.Background()
+	job := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("draft.doc")})
+	if _, err := e.Engine.Cancel(ctx, job.ID, jobstate.Call{Actor: "user-7", Reason: "withdrawn"}); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	e.AssertState(job.ID, "CANCELLED")
+	if _, err := e.Engine.Cancel(ctx, job.ID, jobstate.Call{}); !errors.Is(err, jobstate.ErrTerminal) {
+		t.Errorf("cancelling a cancelled job: %v, want ErrTerminal", err)
 	}
 }
