@@ -32,6 +32,13 @@
 // made after, bounded by WithCommitsAhead: the job counts as done only
 // once that write has committed.
 //
+// A store that cannot be reached (jobstate.ErrUnavailable) is never a
+// failure of a job: the runtime makes the write that ends an execution
+// again with backoff while the lease is live, reads the execution to
+// settle a write whose answer was lost (jobstate.ErrOutcomeUnknown), and
+// logs the outage once: a WARN record when it begins, an INFO record when
+// it ends.
+//
 // Its own timers come from a Clock (SystemClock by default), so tests
 // drive it with a manual clock (jobstatetest.Clock) and never sleep;
 // everything about job state follows the engine's clock. Logs go to a

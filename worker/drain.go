@@ -59,7 +59,14 @@ func (w *Worker) Drain(ctx context.Context, max int) (int, error) {
 			return count(), nil
 		}
 		sweptAt = w.launched.Load()
-		if _, err := w.eng.Sweep(ctx); err != nil {
+		m := w.out.mark()
+		_, err := w.eng.Sweep(ctx)
+		if unavailable(err) {
+			w.out.failed(ctx, m, "sweep", err)
+		} else {
+			w.out.answered(ctx, m, err)
+		}
+		if err != nil {
 			return count(), fmt.Errorf("worker: drain: %w", err)
 		}
 	}

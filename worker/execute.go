@@ -82,13 +82,12 @@ func (w *Worker) next(r *route) (t *Task, ok bool) {
 	if w.stopping() || !r.more.Load() || w.starved.Load() || w.take(1) == 0 {
 		return nil, false
 	}
+	m := w.out.mark()
 	c, err := w.eng.Claim(w.base, r.request(w.name))
+	w.claimed(w.base, m, r, err)
 	if err != nil {
 		w.refund(1)
 		r.more.Store(false)
-		if !errors.Is(err, jobstate.ErrNoJob) {
-			w.logf(w.base, slog.LevelError, "claim failed", slog.String("machine", r.machine), slog.Any("error", err))
-		}
 		return nil, false
 	}
 	return w.newTask(r, c), true
@@ -142,12 +141,7 @@ func (w *Worker) execute(t *Task) {
 	var err error
 	started := true
 	if t.r.requireStart {
-		if _, serr := w.eng.Start(ctx, t.Lease()); serr != nil {
-			started = false
-			if !t.lost(serr) {
-				err = fmt.Errorf("worker: start: %w", serr)
-			}
-		}
+		started, err = w.start(t)
 	}
 	if started {
 		res, err = w.call(ctx, t)
@@ -171,6 +165,10 @@ func (w *Worker) execute(t *Task) {
 	switch {
 	case ended:
 		w.logTask(ctx, slog.LevelDebug, t, "execution ended by a move out of the active states")
+	case errors.As(cause, &lost) && unavailable(cause):
+		// The heartbeats could not reach the store until the lease lapsed:
+		// the outage is logged, and its record counts the lease.
+		w.logTask(ctx, slog.LevelDebug, t, "lease lapsed while the store was unreachable: the handler's outcome is dropped", slog.Any("cause", cause), slog.Any("error", err))
 	case errors.As(cause, &lost):
 		w.logTask(ctx, slog.LevelWarn, t, "lease lost: the handler's outcome is dropped", slog.Any("cause", cause), slog.Any("error", err))
 	case errors.As(cause, &cancelled):
@@ -179,6 +177,52 @@ func (w *Worker) execute(t *Task) {
 		w.end(t, func() { w.succeed(t, res) })
 	default:
 		w.end(t, func() { w.fail(t, err, cause) })
+	}
+}
+
+// start starts t's execution (Engine.Start) before its handler runs, on a
+// machine that requires it, trying again while the store cannot be
+// reached, the lease is live and the handler's context has not ended. It
+// reports whether the handler is to run, and the error to fail the
+// execution with when Start was refused for another reason than a lost
+// lease.
+func (w *Worker) start(t *Task) (bool, error) {
+	ctx := w.ops()
+	for tries := 0; ; tries++ {
+		lease := t.Lease() // renewed by the heartbeats meanwhile
+		m := w.out.mark()
+		_, err := w.eng.Start(ctx, lease)
+		if !unavailable(err) {
+			w.out.answered(ctx, m, err)
+			switch {
+			case err == nil:
+				return true, nil
+			case t.lost(err):
+				return false, nil
+			default:
+				return false, fmt.Errorf("worker: start: %w", err)
+			}
+		}
+		w.out.failed(ctx, m, "start", err, t.attrs()...)
+		if t.ctx.Err() != nil {
+			// Lost, cancelled or given back (the cause says so), or timed
+			// out (the execution fails with it).
+			return false, context.Cause(t.ctx)
+		}
+		if !w.eng.Now().Before(lease.ExpiresAt) {
+			w.out.lapse()
+			t.cancel(&LeaseLostError{Lease: lease, Err: err})
+			return false, nil
+		}
+		d := min(w.jittered(retryDelay(tries)), lease.ExpiresAt.Sub(w.eng.Now()))
+		w.out.retry()
+		tm := w.clock.NewTimer(d)
+		select {
+		case <-tm.C():
+		case <-t.ctx.Done():
+			tm.Stop()
+			return false, context.Cause(t.ctx)
+		}
 	}
 }
 
@@ -216,85 +260,282 @@ func (w *Worker) call(ctx context.Context, t *Task) (res jobstate.CommitInput, e
 	return t.r.h.Work(ctx, t)
 }
 
-// succeed commits the handler's result and effect and finishes.
+// succeed commits the handler's result and effect and finishes
+// (Engine.Succeed). While the store cannot be reached it tries again (see
+// ending); when the outcome of a try is unknown it reads the execution:
+// COMMITTED or DONE, the commit happened (it finishes if need be);
+// LEASED or IN_PROGRESS, it did not (it commits again). A store that
+// cannot be reached never fails the execution.
 func (w *Worker) succeed(t *Task, res jobstate.CommitInput) {
+	e := w.ending(t, false)
 	ctx := w.ops()
-	lease := t.Lease()
-	_, err := w.eng.Succeed(ctx, lease, res)
-	switch {
-	case err == nil:
-		w.logTask(ctx, slog.LevelDebug, t, "job succeeded")
-	case errors.Is(err, jobstate.ErrIncomplete):
-		// The commit (and its effect) is recorded; only the succeed rule's
-		// effect failed. Finish once more, else the sweep finalizes the
-		// job when the lease lapses, without applying the effect again.
-		if _, ferr := w.eng.Finish(ctx, lease); ferr != nil {
-			w.logTask(ctx, slog.LevelWarn, t, "committed but not finished: the sweep will finalize the job", slog.Any("error", err), slog.Any("finish_error", ferr))
+	for {
+		err, r := e.try("succeed", func(ctx context.Context) error {
+			_, err := w.eng.Succeed(ctx, e.lease, res)
+			return err
+		})
+		if r == gaveUp {
 			return
 		}
-		w.logTask(ctx, slog.LevelDebug, t, "job succeeded (finished after an incomplete succeed)", slog.Any("error", err))
-	case errors.Is(err, jobstate.ErrLeaseLost), errors.Is(err, jobstate.ErrAlreadyCommitted):
-		w.logTask(ctx, slog.LevelWarn, t, "commit refused: nothing applied", slog.Any("error", err))
-	default:
-		// Nothing was written: the effect failed, the table refused, or the
-		// store failed. Fail the execution with the reason.
-		cause := fmt.Errorf("worker: commit refused: %w", err)
-		if errors.Is(err, jobstate.ErrInvalidTransition) {
-			cause = jobstate.Permanent(cause)
+		if r == unknown || (e.unsure && mayBeOwn(err)) {
+			x, ok := e.read()
+			switch {
+			case !ok:
+				return
+			case x != nil && x.Status == jobstate.ExecDone:
+				w.logTask(ctx, slog.LevelDebug, t, "job succeeded (confirmed after the store's answer was lost)")
+				return
+			case x != nil && x.Status == jobstate.ExecCommitted:
+				w.finishCommitted(&e, "committed (confirmed after the store's answer was lost); finishing")
+				return
+			case r == unknown && pending(x):
+				continue // the commit was not applied: commit again
+			case r == unknown:
+				e.endedElsewhere("succeed", x, err)
+				return
+			}
+			// The refusal stands: the try it answered applied nothing.
 		}
-		w.logTask(ctx, slog.LevelWarn, t, "commit refused: failing the execution", slog.Any("error", err))
-		w.failWith(t, cause)
+		switch {
+		case err == nil:
+			w.logTask(ctx, slog.LevelDebug, t, "job succeeded")
+		case errors.Is(err, jobstate.ErrIncomplete):
+			// The commit (and its effect) is recorded; only the succeed
+			// rule's effect failed. Finish once more, else the sweep
+			// finalizes the job when the lease lapses, without applying the
+			// effect again.
+			w.finishCommitted(&e, "committed, but the succeed rule's effect failed; finishing", slog.Any("error", err))
+		case errors.Is(err, jobstate.ErrLeaseLost), errors.Is(err, jobstate.ErrAlreadyCommitted), errors.Is(err, jobstate.ErrNotFound):
+			w.dropped(t, err)
+		default:
+			// Nothing was written: the effect failed, or the table or the
+			// store refused. Fail the execution with the reason.
+			cause := fmt.Errorf("worker: commit refused: %w", err)
+			level := slog.LevelDebug // the failure is logged next, with its reason
+			if errors.Is(err, jobstate.ErrInvalidTransition) {
+				// The table cannot take the job to success from its state:
+				// every such job fails, until the machine is fixed.
+				cause = jobstate.Permanent(cause)
+				level = slog.LevelWarn
+			}
+			w.logTask(ctx, level, t, "commit refused: failing the execution", slog.Any("error", err))
+			w.failWith(t, cause)
+		}
+		return
 	}
+}
+
+// finishCommitted finishes e's committed execution (Engine.Finish), through an
+// unreachable store as succeed commits. msg is logged at DEBUG first,
+// with args.
+func (w *Worker) finishCommitted(e *ending, msg string, args ...any) {
+	ctx := w.ops()
+	t := e.t
+	w.logTask(ctx, slog.LevelDebug, t, msg, args...)
+	for {
+		err, r := e.try("finish", func(ctx context.Context) error {
+			_, err := w.eng.Finish(ctx, e.lease)
+			return err
+		})
+		if r == gaveUp {
+			return // the sweep finalizes the job when the lease lapses
+		}
+		if r == unknown || (e.unsure && mayBeOwn(err)) {
+			x, ok := e.read()
+			switch {
+			case !ok:
+				return
+			case x != nil && x.Status == jobstate.ExecDone:
+				w.logTask(ctx, slog.LevelDebug, t, "job succeeded (finish confirmed after the store's answer was lost)")
+				return
+			case r == unknown && x != nil && x.Status == jobstate.ExecCommitted:
+				continue // not finished: finish again
+			case r == unknown:
+				e.endedElsewhere("finish", x, err)
+				return
+			}
+		}
+		switch {
+		case err == nil:
+			w.logTask(ctx, slog.LevelDebug, t, "job succeeded (finished after its commit)")
+		case errors.Is(err, jobstate.ErrLeaseLost):
+			// The commit stands; the sweep finalizes the job without
+			// applying its effect again.
+			w.logTask(ctx, slog.LevelDebug, t, "committed but not finished: the sweep will finalize the job", slog.Any("error", err))
+		default:
+			// The succeed rule's effect (or the table) refuses: the sweep's
+			// finalization will meet the same refusal.
+			w.logTask(ctx, slog.LevelWarn, t, "committed but not finished: the sweep will finalize the job", slog.Any("error", err))
+		}
+		return
+	}
+}
+
+// dropped logs a write that ends t's execution refused because the lease
+// is gone: the handler's outcome is dropped. A cancel of the job is the
+// user's doing (INFO); a lost lease wasted the handler's work (WARN).
+func (w *Worker) dropped(t *Task, err error) {
+	ctx := w.ops()
+	if errors.Is(err, jobstate.ErrCancelled) {
+		w.logTask(ctx, slog.LevelInfo, t, "job cancelled while running", slog.Any("error", err))
+		return
+	}
+	w.logTask(ctx, slog.LevelWarn, t, "lease lost: the handler's outcome is dropped", slog.Any("error", err))
 }
 
 // fail ends the execution after a handler error: a snooze or a failure.
 // (A handler stopped by the shutdown has had its lease given back
 // already: its outcome never comes here.)
 func (w *Worker) fail(t *Task, err, cause error) {
-	ctx := w.ops()
 	var sn *SnoozeError
-	switch {
-	case errors.As(err, &sn):
-		if _, serr := w.eng.Snooze(ctx, t.Lease(), sn.Delay); serr != nil {
-			w.logTask(ctx, slog.LevelWarn, t, "snooze refused", slog.Any("error", serr))
+	if errors.As(err, &sn) {
+		w.snooze(t, sn.Delay)
+		return
+	}
+	if cause != nil && errors.Is(err, context.Canceled) && !errors.Is(err, cause) {
+		// The handler returned its context's error: record why.
+		err = fmt.Errorf("%w (handler returned: %w)", cause, err)
+	}
+	w.failWith(t, err)
+}
+
+// failWith fails the execution with err (Engine.Fail), through an
+// unreachable store as succeed commits: after a try of unknown outcome,
+// an execution ABORTED with err's message was failed by it, a LEASED or
+// IN_PROGRESS one was not (it fails it again).
+func (w *Worker) failWith(t *Task, err error) {
+	e := w.ending(t, false)
+	ctx := w.ops()
+	msg := err.Error()
+	for {
+		var job jobstate.Job
+		ferr, r := e.try("fail", func(ctx context.Context) error {
+			var ferr error
+			job, ferr = w.eng.Fail(ctx, e.lease, err)
+			return ferr
+		})
+		if r == gaveUp {
 			return
 		}
-		w.logTask(ctx, slog.LevelDebug, t, "job snoozed", slog.Duration("delay", sn.Delay))
-	default:
-		if cause != nil && errors.Is(err, context.Canceled) && !errors.Is(err, cause) {
-			// The handler returned its context's error: record why.
-			err = fmt.Errorf("%w (handler returned: %w)", cause, err)
+		if r == unknown || (e.unsure && mayBeOwn(ferr)) {
+			x, ok := e.read()
+			switch {
+			case !ok:
+				return
+			case x != nil && x.Status == jobstate.ExecAborted && x.Error == msg:
+				w.logTask(ctx, slog.LevelInfo, t, "job failed", slog.Any("error", err), slog.Bool("confirmed", true))
+				return
+			case r == unknown && pending(x):
+				continue // not failed: fail again
+			case r == unknown:
+				e.endedElsewhere("fail", x, ferr)
+				return
+			}
 		}
-		w.failWith(t, err)
+		if ferr != nil {
+			w.refused(t, "fail refused", ferr, slog.Any("cause", err))
+			return
+		}
+		w.logTask(ctx, slog.LevelInfo, t, "job failed", slog.Any("error", err), slog.String("now", string(job.State)), slog.Int("retries", job.RetryCount))
+		return
 	}
 }
 
-func (w *Worker) failWith(t *Task, err error) {
+// snooze gives the job back to run again after d (Engine.Snooze), through
+// an unreachable store as failWith fails.
+func (w *Worker) snooze(t *Task, d time.Duration) {
+	e := w.ending(t, false)
 	ctx := w.ops()
-	job, ferr := w.eng.Fail(ctx, t.Lease(), err)
-	if ferr != nil {
-		w.logTask(ctx, slog.LevelWarn, t, "fail refused", slog.Any("error", err), slog.Any("fail_error", ferr))
+	for {
+		err, r := e.try("snooze", func(ctx context.Context) error {
+			_, err := w.eng.Snooze(ctx, e.lease, d)
+			return err
+		})
+		if r == gaveUp {
+			return
+		}
+		if r == unknown || (e.unsure && mayBeOwn(err)) {
+			x, ok := e.read()
+			switch {
+			case !ok:
+				return
+			case x != nil && x.Status == jobstate.ExecAborted:
+				w.logTask(ctx, slog.LevelDebug, t, "execution ended (confirmed after the store's answer was lost)", slog.String("reason", x.Error))
+				return
+			case r == unknown && pending(x):
+				continue // not snoozed: snooze again
+			case r == unknown:
+				e.endedElsewhere("snooze", x, err)
+				return
+			}
+		}
+		if err != nil {
+			w.refused(t, "snooze refused", err)
+			return
+		}
+		w.logTask(ctx, slog.LevelDebug, t, "job snoozed", slog.Duration("delay", d))
 		return
 	}
-	w.logTask(ctx, slog.LevelInfo, t, "job failed", slog.Any("error", err), slog.String("now", string(job.State)), slog.Int("retries", job.RetryCount))
+}
+
+// refused logs a Fail or Snooze of t refused by the engine: a lease lost
+// or a cancel as dropped does; any other refusal (the table has no rule
+// for it) at WARN under msg, since it repeats until the machine is fixed.
+func (w *Worker) refused(t *Task, msg string, err error, args ...any) {
+	if errors.Is(err, jobstate.ErrLeaseLost) || errors.Is(err, jobstate.ErrAlreadyCommitted) || errors.Is(err, jobstate.ErrNotFound) {
+		w.dropped(t, err)
+		return
+	}
+	w.logTask(w.ops(), slog.LevelWarn, t, msg, append([]any{slog.Any("error", err)}, args...)...)
 }
 
 // giveBack ends the task's execution without counting a failure, so that
-// any worker can claim the job at once (Engine.Snooze with no delay). A
-// machine whose table has neither a retry nor an abandon rule from the
-// job's state cannot take it back: the lease is left to lapse, and the
-// sweep then treats it as lost.
+// any worker can claim the job at once (Engine.Snooze with no delay),
+// trying again while the store cannot be reached, the lease is live and
+// the worker has not been stopped hard. A machine whose table has neither
+// a retry nor an abandon rule from the job's state cannot take it back:
+// the lease is left to lapse, and the sweep then treats it as lost.
 func (w *Worker) giveBack(t *Task) {
+	e := w.ending(t, true)
 	ctx := w.ops()
-	_, err := w.eng.Snooze(ctx, t.Lease(), 0)
-	switch {
-	case err == nil:
-		w.logTask(ctx, slog.LevelInfo, t, "lease given back")
-	case errors.Is(err, jobstate.ErrAlreadyCommitted):
-		w.logTask(ctx, slog.LevelInfo, t, "not given back: committed; finishing", slog.Any("error", err))
-		_, _ = w.eng.Finish(ctx, t.Lease())
-	default:
-		w.logTask(ctx, slog.LevelWarn, t, "lease not given back: it will lapse", slog.Any("error", err))
+	for {
+		err, r := e.try("give back", func(ctx context.Context) error {
+			_, err := w.eng.Snooze(ctx, e.lease, 0)
+			return err
+		})
+		if r == gaveUp {
+			return
+		}
+		if r == unknown || (e.unsure && mayBeOwn(err)) {
+			x, ok := e.read()
+			switch {
+			case !ok:
+				return
+			case x != nil && x.Status == jobstate.ExecAborted:
+				w.logTask(ctx, slog.LevelDebug, t, "execution ended (confirmed after the store's answer was lost)", slog.String("reason", x.Error))
+				return
+			case x != nil && x.Status == jobstate.ExecCommitted:
+				w.finishCommitted(&e, "not given back: committed; finishing")
+				return
+			case r == unknown && pending(x):
+				continue // not given back: give it back again
+			case r == unknown:
+				e.endedElsewhere("give back", x, err)
+				return
+			}
+		}
+		var ce *jobstate.CommitError
+		switch {
+		case err == nil:
+			w.logTask(ctx, slog.LevelInfo, t, "lease given back")
+		case errors.As(err, &ce) && ce.Winner == e.lease.ExecID:
+			w.finishCommitted(&e, "not given back: committed; finishing", slog.Any("error", err))
+		default:
+			// The lease is gone already, or the table cannot take the job
+			// back: either way the sweep recovers it, as the table says.
+			w.logTask(ctx, slog.LevelInfo, t, "lease not given back: it will lapse", slog.Any("error", err))
+		}
+		return
 	}
 }
 

@@ -172,7 +172,11 @@ func WithCommitsAhead(n int) Option {
 
 // WithLogger sets the structured logger. The default discards everything.
 // Records carry the attributes worker, and for a job job, machine, state
-// and attempt.
+// and attempt. WARN and ERROR records are kept for what an operator must
+// act on (a handler's panic, a lease lost while its handler ran, a table
+// that refuses a move, a store outage: one WARN record per outage, and one
+// INFO record when it ends); a job's ordinary life (a failure and its
+// retry, a snooze, a user's cancel) is INFO or DEBUG.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l == nil {
@@ -235,10 +239,11 @@ func WithGracePeriod(d time.Duration) Option {
 	}
 }
 
-// WithJitter sets the fraction f by which every poll and sweep interval is
-// randomised, uniformly within [1-f, 1+f) of its length, so that the
-// processes sharing a store do not act in step (DefaultJitter). It must be
-// in [0, 1).
+// WithJitter sets the fraction f by which every poll and sweep interval,
+// and every wait before a write that found the store unreachable is made
+// again, is randomised, uniformly within [1-f, 1+f) of its length, so that
+// the processes sharing a store, and the jobs of one process, do not act in
+// step (DefaultJitter). It must be in [0, 1).
 func WithJitter(f float64) Option {
 	return func(c *config) {
 		if !(f >= 0 && f < 1) {

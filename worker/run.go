@@ -36,6 +36,15 @@ import (
 // WithCommitsAhead) has ended. A second stop signal stops hard: the
 // grace period ends at once, and Run returns without waiting for handlers
 // that ignore their context, nor for commits in flight.
+//
+// A store that cannot be reached (jobstate.ErrUnavailable) fails no job:
+// the write that ends a handler's execution is made again with backoff
+// while its lease is live, until the grace period ends once a shutdown
+// began (a give-back: until a hard stop), and a write whose answer was
+// lost (jobstate.ErrOutcomeUnknown) is settled by reading the execution;
+// a job left when the runtime gives up is recovered by the sweep once its
+// lease lapses. Heartbeats, claims and sweeps are made again at their
+// next round. The outage is logged once (see WithLogger).
 func (w *Worker) Run(ctx context.Context) error {
 	if err := w.begin(phaseRunning, ctx); err != nil {
 		return err
@@ -70,7 +79,29 @@ func (w *Worker) begin(p phase, ctx context.Context) error {
 	}
 	w.phase = p
 	w.base = context.WithoutCancel(ctx)
+	w.endCh = make(chan struct{})
+	if p == phaseRunning {
+		w.halt = w.hardCh
+	} else {
+		w.halt = ctx.Done()
+	}
 	return nil
+}
+
+// writesStop returns the channel that stops the tries of the writes that
+// end handlers' executions: closed when the grace period ends.
+func (w *Worker) writesStop() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.endCh
+}
+
+// givingBackStop returns the channel that stops the tries of give-backs:
+// closed by a hard stop.
+func (w *Worker) givingBackStop() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.halt
 }
 
 // finish ends Run or Drain.
@@ -98,11 +129,21 @@ func (w *Worker) draining() bool {
 func (w *Worker) recoverAndSweep() {
 	ctx := w.base
 	if w.named {
+		m := w.out.mark()
 		rep, err := w.eng.RecoverWorker(ctx, w.name)
-		if err != nil {
+		switch {
+		case unavailable(err):
+			// The executions left behind are recovered by the sweep when
+			// their leases lapse.
+			w.out.failed(ctx, m, "recover", err)
+		case err != nil:
+			w.out.answered(ctx, m, err)
 			w.logf(ctx, slog.LevelError, "recovering the worker's executions failed", slog.Any("error", err))
-		} else if rep.Jobs > 0 {
-			w.logf(ctx, slog.LevelInfo, "recovered the executions of a previous run", slog.Int("finalized", rep.Finalized), slog.Int("aborted", rep.Aborted))
+		default:
+			w.out.answered(ctx, m, nil)
+			if rep.Jobs > 0 {
+				w.logf(ctx, slog.LevelInfo, "recovered the executions of a previous run", slog.Int("finalized", rep.Finalized), slog.Int("aborted", rep.Aborted))
+			}
 		}
 	}
 	w.sweepOnce(ctx)
@@ -233,6 +274,7 @@ func (w *Worker) claimReserved(ctx context.Context, r *route, own, extra int64) 
 		return nil, 0, false
 	}
 	t0 := time.Now()
+	m := w.out.mark()
 	got, err := w.eng.ClaimMany(ctx, r.request(w.name), int(g))
 	r.noteClaim(time.Since(t0), len(got))
 	r.leave()
@@ -240,12 +282,27 @@ func (w *Worker) claimReserved(ctx context.Context, r *route, own, extra int64) 
 		w.release(r, min(unused, extra))
 		w.refund(int(unused))
 	}
-	if err != nil && !errors.Is(err, jobstate.ErrNoJob) {
-		w.logf(ctx, slog.LevelError, "claim failed", slog.String("machine", r.machine), slog.Any("error", err))
-	}
+	w.claimed(ctx, m, r, err)
 	full = err == nil && int64(len(got)) == g
 	r.more.Store(full)
 	return got, g, full
+}
+
+// claimed records the result of a claim of r started at mark m: a store
+// that cannot be reached is an outage (the claim is made again at the
+// next round: the next poll, wake-up or freed slot); any other failure,
+// which no round will mend by itself, is an ERROR.
+func (w *Worker) claimed(ctx context.Context, m uint64, r *route, err error) {
+	switch {
+	case err == nil || errors.Is(err, jobstate.ErrNoJob):
+		w.out.answered(ctx, m, nil)
+	case unavailable(err):
+		w.out.failed(ctx, m, "claim", err, slog.String("machine", r.machine))
+		w.out.retry()
+	default:
+		w.out.answered(ctx, m, err)
+		w.logf(ctx, slog.LevelError, "claim failed", slog.String("machine", r.machine), slog.Any("error", err))
+	}
 }
 
 // hasFree reports whether r has a free slot that is free overall too.
@@ -339,13 +396,23 @@ func (w *Worker) sweeper(ctx context.Context, done chan<- struct{}) {
 
 // sweepOnce sweeps, and wakes the claim loop when jobs became ready.
 func (w *Worker) sweepOnce(ctx context.Context) jobstate.SweepReport {
+	m := w.out.mark()
 	rep, err := w.eng.Sweep(ctx)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// Stopped by the shutdown: what was swept stays swept.
 		w.logf(ctx, slog.LevelDebug, "sweep stopped", slog.Any("error", err))
+	case unavailable(err):
+		// Swept again at the next interval.
+		w.out.failed(ctx, m, "sweep", err, slog.Int("failures", len(rep.Failures)))
+		w.out.retry()
 	case err != nil:
+		// Jobs the sweep cannot move (a guard or an effect refusing) stay
+		// stuck until someone looks.
+		w.out.answered(ctx, m, err)
 		w.logf(ctx, slog.LevelWarn, "sweep failed", slog.Int("failures", len(rep.Failures)), slog.Any("error", err))
+	default:
+		w.out.answered(ctx, m, nil)
 	}
 	if rep.Requeued+rep.Retried > 0 {
 		w.poke()

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"sync"
 )
 
 // Stop signals the worker to stop, without waiting. The first signal (the
@@ -86,6 +87,9 @@ func (w *Worker) shutdown() {
 // becomes ready now rather than at some worker's next sweep.
 func (w *Worker) endGrace(cause *ShutdownError) {
 	w.mu.Lock()
+	if !w.ended {
+		close(w.endCh)
+	}
 	w.ended = true
 	var back []*Task
 	for t := range w.tasks {
@@ -97,8 +101,21 @@ func (w *Worker) endGrace(cause *ShutdownError) {
 	for _, t := range back {
 		t.cancel(cause)
 	}
-	for _, t := range back {
-		w.giveBack(t)
+	if len(back) == 1 {
+		w.giveBack(back[0])
+	} else {
+		// Each give-back tries again while the store cannot be reached:
+		// together, so that an outage costs the shutdown one lease's
+		// remaining time at most, not one per job.
+		var wg sync.WaitGroup
+		for _, t := range back {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w.giveBack(t)
+			}()
+		}
+		wg.Wait()
 	}
 	if len(back) > 0 {
 		w.logf(w.base, slog.LevelInfo, "gave back the leases of unfinished handlers", slog.Int("jobs", len(back)), slog.Bool("hard", cause.Hard))

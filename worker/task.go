@@ -163,45 +163,103 @@ func (t *Task) renewed(l jobstate.Lease) {
 // lost cancels the handler's context when err says the lease is gone, and
 // reports whether it did.
 func (t *Task) lost(err error) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lostLocked(err)
+}
+
+// lostLocked is lost with t.mu held.
+func (t *Task) lostLocked(err error) bool {
 	switch {
 	case errors.Is(err, jobstate.ErrCancelled):
-		t.cancel(&JobCancelledError{JobID: t.Lease().JobID, Err: err})
+		t.cancel(&JobCancelledError{JobID: t.lease.JobID, Err: err})
 	case errors.Is(err, jobstate.ErrLeaseLost), errors.Is(err, jobstate.ErrAlreadyCommitted), errors.Is(err, jobstate.ErrNotFound):
-		t.cancel(&LeaseLostError{Lease: t.Lease(), Err: err})
+		t.cancel(&LeaseLostError{Lease: t.lease, Err: err})
 	default:
 		return false
 	}
 	return true
 }
 
+// over reports, with t.mu held, whether the heartbeats are over: the
+// handler has returned (the write that ends the execution decides what
+// becomes of the lease, and reports it) or its lease was given back.
+func (t *Task) over() bool {
+	return t.done || t.state.Load() != taskRunning
+}
+
 // beat is the heartbeat timer's function: renew the lease, then re-arm.
+// Its records are DEBUG or about the store: what becomes of a handler
+// whose lease is lost or whose job is cancelled is logged once, when the
+// handler returns (execute). A heartbeat answered after the handler
+// returned is ignored: the execution may have been ended by the runtime
+// itself meanwhile.
 func (t *Task) beat() {
 	t.mu.Lock()
-	if t.done {
+	if t.over() {
 		t.mu.Unlock()
 		return
 	}
 	lease := t.lease
 	t.mu.Unlock()
-	ctx := t.w.base
-	l, err := t.w.eng.Heartbeat(ctx, lease)
-	switch {
-	case err == nil:
-		t.renewed(l)
-	case t.lost(err):
-		t.w.logTask(ctx, slog.LevelWarn, t, "lease lost", slog.Any("error", err))
-		return
-	case !t.w.eng.Now().Before(lease.ExpiresAt):
-		// The store could not be reached until the lease ran out.
-		t.cancel(&LeaseLostError{Lease: lease, Err: err})
-		t.w.logTask(ctx, slog.LevelWarn, t, "lease expired: heartbeats failed", slog.Any("error", err))
-		return
-	default:
-		t.w.logTask(ctx, slog.LevelWarn, t, "heartbeat failed; will retry", slog.Any("error", err))
+	w := t.w
+	ctx := w.base
+	m := w.out.mark()
+	l, err := w.eng.Heartbeat(ctx, lease)
+	down := unavailable(err)
+	if down {
+		w.out.failed(ctx, m, "heartbeat", err, t.attrs()...)
+	} else {
+		w.out.answered(ctx, m, err)
 	}
 	t.mu.Lock()
-	if !t.done {
-		t.hb.Reset(t.r.hbEvery)
+	if t.over() {
+		attrs := t.attrsLocked()
+		t.mu.Unlock()
+		if err != nil {
+			w.logf(ctx, slog.LevelDebug, "heartbeat answered after the handler returned: result ignored", append(attrs, slog.Any("error", err))...)
+		}
+		return
 	}
+	switch {
+	case err == nil:
+		if l.ExpiresAt.After(t.lease.ExpiresAt) {
+			t.lease.ExpiresAt = l.ExpiresAt
+		}
+	case !down && isLoss(err):
+		// Logged before the handler learns of it, so that the record
+		// precedes whatever the handler does next.
+		w.logf(ctx, slog.LevelDebug, "heartbeat refused: stopping the handler", append(t.attrsLocked(), slog.Any("error", err))...)
+		t.lostLocked(err)
+		t.mu.Unlock()
+		return
+	case !w.eng.Now().Before(lease.ExpiresAt):
+		// The store could not be reached until the lease ran out.
+		w.logf(ctx, slog.LevelDebug, "lease expired: heartbeats failed", append(t.attrsLocked(), slog.Any("error", err))...)
+		if down {
+			w.out.lapse()
+		}
+		t.cancel(&LeaseLostError{Lease: lease, Err: err})
+		t.mu.Unlock()
+		return
+	case down:
+		w.out.retry() // at the next interval
+	default:
+		attrs := t.attrsLocked()
+		t.mu.Unlock()
+		w.logf(ctx, slog.LevelWarn, "heartbeat failed; will retry", append(attrs, slog.Any("error", err))...)
+		t.mu.Lock()
+		if t.over() {
+			t.mu.Unlock()
+			return
+		}
+	}
+	t.hb.Reset(t.r.hbEvery)
 	t.mu.Unlock()
+}
+
+// isLoss reports whether err says the lease is gone (lost, cancelled,
+// another execution committed, the job removed).
+func isLoss(err error) bool {
+	return errors.Is(err, jobstate.ErrLeaseLost) || errors.Is(err, jobstate.ErrAlreadyCommitted) || errors.Is(err, jobstate.ErrNotFound)
 }

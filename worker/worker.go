@@ -68,11 +68,22 @@ type Worker struct {
 	hardCh  chan struct{} // closed by the second
 	done    chan struct{} // closed when Run returns
 
+	// endCh is closed when the grace period of the current Run or Drain
+	// ends (endGrace): the writes that end handlers' executions stop
+	// their tries then. halt is closed by a hard stop (Run's second
+	// signal, Drain's context ending): give-backs stop their tries then.
+	// Both are made by begin, under mu.
+	endCh chan struct{}
+	halt  <-chan struct{}
+
 	// base is the parent of handlers' contexts (the Run or Drain context
 	// without its cancellation); ops is the context of the runtime's own
 	// engine calls that must complete (outcomes, give-backs).
 	base context.Context
 	wg   sync.WaitGroup
+
+	// out follows whether the store can be reached, for the logs.
+	out outage
 }
 
 type phase int
@@ -172,13 +183,15 @@ func New(eng *jobstate.Engine, opts ...Option) (*Worker, error) {
 		logger = slog.New(discard{})
 	}
 	_, batch := eng.Store().(jobstate.BatchClaimer)
+	log := logger.With(slog.String("worker", c.name))
 	return &Worker{
 		eng: eng, batch: batch, name: c.name, named: c.named, routes: c.routes, limit: c.concurrency,
-		log: logger.With(slog.String("worker", c.name)), clock: c.clock,
+		log: log, clock: c.clock,
 		poll: c.poll, sweep: c.sweep, grace: c.grace, jitter: c.jitter,
 		wake: make(chan struct{}, 1), tasks: make(map[*Task]struct{}), budget: -1,
 		ahead:   make(chan struct{}, c.ahead),
 		graceCh: make(chan struct{}), hardCh: make(chan struct{}), done: make(chan struct{}),
+		out: outage{log: log, now: eng.Now},
 	}, nil
 }
 
