@@ -125,12 +125,8 @@ func (e *Engine) Succeed(ctx context.Context, lease Lease, in CommitInput) (Job,
 			return Write{}, err
 		}
 		// The commit alone is the write kept if the succeed rule's effect
-		// fails after the commit's effect ran (see plan.run); without
-		// rule effects it is never needed, nor made. The finishing write
-		// takes the plan's buffer of one record.
-		if def.ruleFx {
-			p.keep(0, commitWrite(def, &cur, x, in.Result, now))
-		}
+		// fails after the commit's effect ran (see plan.run).
+		p.keep(0, commitWrite(def, &cur, x, in.Result, now))
 		cur.Job.Result = in.Result
 		w, err := finish(ctx, def, &cur, x, lease.Owner, "", now, p)
 		if err != nil {
@@ -143,10 +139,8 @@ func (e *Engine) Succeed(ctx context.Context, lease Lease, in CommitInput) (Job,
 
 // finish writes x as DONE and fires the succeed rule; every other live
 // execution is aborted, having lost to x.
-//
-// p, when not nil, holds the write's record.
 func finish(ctx context.Context, def *Definition, cur *Snapshot, x Execution, actor, reason string, now time.Time, p *plan) (Write, error) {
-	next, rec, err := def.next(ctx, cur.Job, Input{
+	next, rec, err := p.next(ctx, def, cur.Job, Input{
 		Event: EventSucceed, Actor: actor, Reason: reason, Now: now, Executions: cur.Executions, ExecID: x.ID,
 	})
 	if err != nil {
@@ -156,7 +150,7 @@ func finish(ctx context.Context, def *Definition, cur *Snapshot, x Execution, ac
 	next.LastError, next.ErrorClass = "", ClassNone
 	x.Status, x.FinishedAt = ExecDone, now
 	lost := abortLive(cur.Executions, x.ID, now, func() string { return fmt.Sprintf("execution %s won", x.ID) })
-	w := Write{Job: next, Transitions: p.recsOf(rec), Executions: p.execsOf(x, lost)}
+	w := Write{Job: next, Transitions: []Transition{rec}, Executions: append([]Execution{x}, lost...)}
 	def.settle(&w.Job, cur.Executions, w.Executions)
 	return w, nil
 }

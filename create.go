@@ -99,59 +99,33 @@ func (e *Engine) Create(ctx context.Context, nj NewJob) (Created, error) {
 // create is Create without telling the observers; it returns the creation
 // record for the caller to tell them.
 func (e *Engine) create(ctx context.Context, nj NewJob) (Created, Transition, error) {
-	// One record, reused from the engine's pool with its callback,
-	// carries the creation through the store's callback.
-	st := e.pools.create.get()
-	defer e.pools.create.put(st)
-	if st.build == nil {
-		st.build = st.create
-	}
-	st.e, st.nj = e, nj
-	var err error
-	if st.p, err = e.planCreate(&st.nj); err != nil {
-		return Created{}, Transition{}, err
-	}
-	job, created, err := e.store.Create(ctx, nj.Machine, nj.Key, st.build)
+	p, err := e.planCreate(&nj)
 	if err != nil {
 		return Created{}, Transition{}, err
 	}
-	return Created{Job: job, Existing: !created}, st.one[0], nil
-}
-
-// createState is one creation inside the store's callback: the job asked
-// for, its plan, and the write made, with its record in one.
-type createState struct {
-	e   *Engine
-	nj  NewJob
-	p   createPlan
-	w   Write
-	one [1]Transition
-	// build is create, bound to this record when it was first used.
-	build CreateFunc
-}
-
-// create is the store's callback for the creation st carries.
-func (st *createState) create(ctx context.Context, existing *Job) (*Write, error) {
-	now, err := st.e.now()
-	if err != nil {
-		return nil, err
-	}
-	if existing != nil && st.p.def.policy.Idempotency.holdsKey(existing, now) {
-		if existing.Fingerprint != st.p.fp {
-			return nil, &KeyConflictError{Key: st.nj.Key, Holder: existing.ID}
+	var rec Transition
+	job, created, err := e.store.Create(ctx, nj.Machine, nj.Key, func(ctx context.Context, existing *Job) (*Write, error) {
+		now, err := e.now()
+		if err != nil {
+			return nil, err
 		}
-		return nil, nil
+		if existing != nil && p.def.policy.Idempotency.holdsKey(existing, now) {
+			if existing.Fingerprint != p.fp {
+				return nil, &KeyConflictError{Key: nj.Key, Holder: existing.ID}
+			}
+			return nil, nil
+		}
+		w, err := e.buildJob(ctx, &p, now)
+		if err != nil {
+			return nil, err
+		}
+		rec = w.Transitions[0]
+		return &w, nil
+	})
+	if err != nil {
+		return Created{}, Transition{}, err
 	}
-	if _, err = st.e.buildJob(ctx, &st.p, now, &st.w, &st.one); err != nil {
-		return nil, err
-	}
-	return &st.w, nil
-}
-
-func (st *createState) reset() {
-	build := st.build
-	*st = createState{}
-	st.build = build
+	return Created{Job: job, Existing: !created}, rec, nil
 }
 
 // createPlan is what a creation checks and prepares before the store is
@@ -197,23 +171,20 @@ func (e *Engine) planCreate(nj *NewJob) (createPlan, error) {
 
 // buildJob is the inside of a creation once the key (if any) is free: a
 // new id, the job, the creation guard, the creation effect, and the write
-// with its creation record, written into *w (the record in one when it is
-// not nil). It returns the record.
-func (e *Engine) buildJob(ctx context.Context, p *createPlan, now time.Time, w *Write, one *[1]Transition) (Transition, error) {
+// with its creation record.
+func (e *Engine) buildJob(ctx context.Context, p *createPlan, now time.Time) (Write, error) {
 	def, nj := p.def, p.nj
 	id, err := e.newID()
 	if err != nil {
-		return Transition{}, fmt.Errorf("jobstate: new job id: %w", err)
+		return Write{}, fmt.Errorf("jobstate: new job id: %w", err)
 	}
-	init := &def.states[def.start].spec
-	// The job is written in place, field by field: built as a value and
-	// returned, it was copied twice more (584 bytes each time).
-	*w = Write{}
-	job := &w.Job
-	job.ID, job.Machine, job.State, job.Kind = id, def.name, init.Name, init.Kind
-	job.Payload, job.Version, job.MaxRetries = p.payload, 1, p.retry.MaxRetries
-	job.IdempotencyKey, job.Fingerprint, job.Owner, job.Priority = nj.Key, p.fp, nj.Owner, nj.Priority
-	job.CreatedAt, job.UpdatedAt, job.NotBefore, job.Deadline = now, now, nj.NotBefore, nj.Deadline
+	init := def.states[def.start].spec
+	job := Job{
+		ID: id, Machine: def.name, State: init.Name, Kind: init.Kind,
+		Payload: p.payload, Version: 1, MaxRetries: p.retry.MaxRetries,
+		IdempotencyKey: nj.Key, Fingerprint: p.fp, Owner: nj.Owner, Priority: nj.Priority,
+		CreatedAt: now, UpdatedAt: now, NotBefore: nj.NotBefore, Deadline: nj.Deadline,
+	}
 	if p.own {
 		job.Backoff, job.OwnBackoff = p.retry.Backoff, true
 	}
@@ -221,25 +192,19 @@ func (e *Engine) buildJob(ctx context.Context, p *createPlan, now time.Time, w *
 		job.Deadline = after(now, nj.TTL)
 	}
 	if g := def.create.Guard; g != nil {
-		err := g(ctx, GuardInput{Job: *job, Event: EventCreate, To: init.Name, Actor: nj.Actor, Args: nj.Args, Now: now})
+		err := g(ctx, GuardInput{Job: job, Event: EventCreate, To: init.Name, Actor: nj.Actor, Args: nj.Args, Now: now})
 		if err != nil {
-			return Transition{}, &TransitionError{Machine: def.name, Event: EventCreate, Err: ErrGuardRefused, Cause: err}
+			return Write{}, &TransitionError{Machine: def.name, Event: EventCreate, Err: ErrGuardRefused, Cause: err}
 		}
 	}
-	job.WakeAt = def.wakeAt(job)
+	job.WakeAt = def.wakeAt(&job)
 	rec := Transition{JobID: id, Version: 1, Event: EventCreate, To: init.Name, Actor: nj.Actor, Reason: nj.Reason, At: now}
 	if fx := def.create.Effect; fx != nil {
-		if err := runEffect(context.WithValue(ctx, firingKey{}, Firing{Transition: rec, Args: nj.Args}), fx, *job); err != nil {
-			return Transition{}, err
+		if err := runEffect(context.WithValue(ctx, firingKey{}, Firing{Transition: rec, Args: nj.Args}), fx, job); err != nil {
+			return Write{}, err
 		}
 	}
-	if one != nil {
-		one[0] = rec
-		w.Transitions = one[:1:1]
-	} else {
-		w.Transitions = []Transition{rec}
-	}
-	return rec, nil
+	return Write{Job: job, Transitions: []Transition{rec}}, nil
 }
 
 // override applies a job's retry override to the machine's policy and

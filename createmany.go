@@ -54,12 +54,11 @@ func (e *Engine) CreateMany(ctx context.Context, jobs []NewJob) ([]Job, error) {
 		if err != nil {
 			return Write{}, err
 		}
-		var w Write
-		rec, err := e.buildJob(ctx, &plans[i], now, &w, nil)
+		w, err := e.buildJob(ctx, &plans[i], now)
 		if err != nil {
 			return Write{}, err
 		}
-		recs[i] = rec
+		recs[i] = w.Transitions[0]
 		return w, nil
 	})
 	for i := range created {

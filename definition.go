@@ -3,7 +3,6 @@ package jobstate
 import (
 	"context"
 	"time"
-	"unsafe"
 )
 
 // StateSpec declares one state of a machine.
@@ -125,7 +124,6 @@ type EffectSpec struct {
 type Definition struct {
 	name    string
 	states  []stateInfo
-	names   []State // the states' names, in order, for scanning
 	ruleFx  bool    // some rule has an Effect
 	byName  map[State]int
 	rules   []Rule
@@ -180,22 +178,18 @@ func NewDefinition(spec Spec) (*Definition, error) {
 		policy: spec.Policy.withDefaults(),
 	}
 	d.states = make([]stateInfo, len(spec.States))
-	d.names = make([]State, len(spec.States))
 	for i, s := range spec.States {
 		d.states[i].spec = s
-		d.names[i] = s.Name
 		d.byName[s.Name] = i
 	}
 	d.rules = make([]Rule, len(spec.Rules))
-	events := internedEvents()
 	for i, r := range spec.Rules {
 		r.From = append([]State(nil), r.From...)
 		d.rules[i] = r
 		d.ruleFx = d.ruleFx || r.Effect != nil
-		ev := events.intern(r.Event)
 		for _, f := range r.From {
 			si := d.byName[f]
-			d.states[si].out = append(d.states[si].out, edge{event: ev, to: d.byName[r.To], rule: i, guard: r.Guard})
+			d.states[si].out = append(d.states[si].out, edge{event: r.Event, to: d.byName[r.To], rule: i, guard: r.Guard})
 		}
 	}
 	d.create = spec.Create
@@ -297,39 +291,10 @@ func (d *Definition) Events(s State) []Event {
 	return out
 }
 
-// stateIndex finds a state, -1 when the machine does not declare it: by
-// address first (stateByAddr), then by bytes. Small machines are scanned
-// linearly over a compact list of names: comparing a handful of short
-// strings beats hashing.
+// stateIndex finds a state, -1 when the machine does not declare it.
 func (d *Definition) stateIndex(s State) int {
-	if i := d.stateByAddr(s); i >= 0 {
-		return i
-	}
-	if len(d.names) <= 12 {
-		for i, n := range d.names {
-			if sameString(string(n), string(s)) {
-				return i
-			}
-		}
-		return -1
-	}
 	if i, ok := d.byName[s]; ok {
 		return i
-	}
-	return -1
-}
-
-// stateByAddr finds a state held in the definition's own string, -1
-// otherwise. A job's state is usually the very string the step that set
-// it took from the definition, so this is looked at first: it costs no
-// byte comparison between names of equal length, and is small enough to
-// be inlined into the step.
-func (d *Definition) stateByAddr(s State) int {
-	p := unsafe.StringData(string(s))
-	for i, n := range d.names {
-		if unsafe.StringData(string(n)) == p && len(n) == len(s) {
-			return i
-		}
 	}
 	return -1
 }
@@ -345,17 +310,6 @@ func (d *Definition) ruleFor(si int, ev Event) int {
 	return -1
 }
 
-// sameString is a == b, with a shortcut for the common case of two headers
-// sharing one backing array (a job's state and event names are usually the
-// very constants the table was built from), which saves a call to the
-// runtime's comparison on the hot path.
-func sameString(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	return len(a) == 0 || unsafe.StringData(a) == unsafe.StringData(b) || a == b
-}
-
 func containsEvent(list []Event, ev Event) bool {
 	for _, e := range list {
 		if e == ev {
@@ -363,27 +317,4 @@ func containsEvent(list []Event, ev Event) bool {
 		}
 	}
 	return false
-}
-
-// eventNames interns the events of one definition's table: every edge for
-// the same event holds the same string, and the lifecycle events hold the
-// package's own constants, so that an event fired with one of them (as the
-// engine always does) is found by its address alone.
-type eventNames map[Event]Event
-
-func internedEvents() eventNames {
-	m := make(eventNames, len(lifecycleEvents)+1)
-	for _, e := range lifecycleEvents {
-		m[e] = e
-	}
-	m[EventCancel] = EventCancel
-	return m
-}
-
-func (m eventNames) intern(e Event) Event {
-	if c, ok := m[e]; ok {
-		return c
-	}
-	m[e] = e
-	return e
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 )
@@ -63,34 +64,42 @@ func (e *IncompleteError) Unwrap() []error { return []error{ErrIncomplete, e.Err
 type plan struct {
 	// own is the operation's own effect, run first.
 	own EffectFunc
+	// fired lists the effects of the rules that made the write's records,
+	// by the version each record produced.
+	fired []firedRule
 	// stages lists the points a write can be cut back to.
 	stages []stage
-	// one holds the record of a single move, so that the write's slice of
-	// records needs no allocation of its own.
-	one [1]Transition
-	// ex holds the one execution of a write (a claim's, a finish's), for
-	// the same reason.
-	ex [1]Execution
 }
 
-// recsOf returns rec as a write's records, in p's buffer when p is not
-// nil. The buffer holds one record: one write per plan uses it.
-func (p *plan) recsOf(rec Transition) []Transition {
-	if p == nil {
-		return []Transition{rec}
-	}
-	p.one[0] = rec
-	return p.one[:1:1]
+// firedRule is the effect of the rule that produced a version.
+type firedRule struct {
+	version int64
+	effect  EffectFunc
 }
 
-// execsOf returns x followed by more as a write's executions, in p's
-// buffer when p is not nil and there is no more.
-func (p *plan) execsOf(x Execution, more []Execution) []Execution {
-	if p == nil || len(more) > 0 {
-		return append([]Execution{x}, more...)
+// next steps a copy of job by def's table and returns it with the record;
+// the effect of the rule that fired, if any, is kept for the record.
+func (p *plan) next(ctx context.Context, def *Definition, job Job, in Input) (Job, Transition, error) {
+	rec, rule, err := def.step(ctx, &job, in)
+	if err != nil {
+		return Job{}, Transition{}, err
 	}
-	p.ex[0] = x
-	return p.ex[:1:1]
+	if fx := def.rules[rule].Effect; fx != nil {
+		p.fired = append(p.fired, firedRule{version: rec.Version, effect: fx})
+	}
+	return job, rec, nil
+}
+
+// effectOf returns the effect of the rule that produced version, if any.
+// When a version was stepped to more than once (a candidate tried, then
+// another), the last step is the one written.
+func (p *plan) effectOf(version int64) EffectFunc {
+	for i := len(p.fired) - 1; i >= 0; i-- {
+		if p.fired[i].version == version {
+			return p.fired[i].effect
+		}
+	}
+	return nil
 }
 
 // stage is a point a write can be cut back to: after its first recs
@@ -101,75 +110,51 @@ type stage struct {
 }
 
 // keep records a point the write can be cut back to. w must be a
-// complete write; its executions are copied, since later moves may change
-// them in place.
+// complete write; its slices are copied, since later moves extend them.
 func (p *plan) keep(recs int, w Write) {
-	w.Executions = append([]Execution(nil), w.Executions...)
-	w.Transitions = w.Transitions[:len(w.Transitions):len(w.Transitions)]
-	w.Effects = w.Effects[:len(w.Effects):len(w.Effects)]
+	w.Executions = slices.Clone(w.Executions)
+	w.Transitions = slices.Clone(w.Transitions)
+	w.Effects = slices.Clone(w.Effects)
 	p.stages = append(p.stages, stage{recs: recs, w: w})
 }
 
-// run runs the effects of w and returns the write to apply: w, or a part
-// of it with an *IncompleteError, or an error that drops it.
-func (p *plan) run(ctx context.Context, def *Definition, w Write, args any) (Write, error, error) {
-	defer clearRules(w.Transitions)
+// outcome is what the effects of a write leave to apply: the write, or,
+// when an effect failed after another had run, the part of it recorded
+// before that effect's move, with the error that says so.
+type outcome struct {
+	w          Write
+	incomplete *IncompleteError
+}
+
+// run runs the effects of w and returns what to apply, or the error that
+// drops the whole write.
+func (p *plan) run(ctx context.Context, w Write, args any) (outcome, error) {
 	ran := false
 	if p.own != nil {
 		if err := runEffect(ctx, p.own, w.Job); err != nil {
-			return Write{}, nil, err
+			return outcome{}, err
 		}
 		ran = true
 	}
-	if !def.ruleFx {
-		return w, nil, nil
-	}
 	for i, t := range w.Transitions {
-		fx := def.ruleEffect(t)
+		fx := p.effectOf(t.Version)
 		if fx == nil {
 			continue
 		}
-		shown := t
-		shown.rule = 0
-		err := runEffect(context.WithValue(ctx, firingKey{}, Firing{Transition: shown, Args: args}), fx, w.Job)
+		err := runEffect(context.WithValue(ctx, firingKey{}, Firing{Transition: t, Args: args}), fx, w.Job)
 		if err == nil {
 			ran = true
 			continue
 		}
 		if !ran {
-			return Write{}, nil, err
+			return outcome{}, err
 		}
 		for k := len(p.stages) - 1; k >= 0; k-- {
 			if st := p.stages[k]; st.recs <= i {
-				return st.w, &IncompleteError{JobID: w.Job.ID, Kept: st.recs, Failed: shown, Err: err}, nil
+				return outcome{w: st.w, incomplete: &IncompleteError{JobID: w.Job.ID, Kept: st.recs, Failed: t, Err: err}}, nil
 			}
 		}
-		return Write{}, nil, err
+		return outcome{}, err
 	}
-	return w, nil, nil
-}
-
-// clearRules forgets which rules fired, before the records leave the
-// engine.
-func clearRules(recs []Transition) {
-	for i := range recs {
-		recs[i].rule = 0
-	}
-}
-
-// ruleEffect returns the effect of the rule behind record t, if any.
-func (d *Definition) ruleEffect(t Transition) EffectFunc {
-	if t.rule > 0 {
-		return d.rules[t.rule-1].Effect
-	}
-	si := d.stateIndex(t.From)
-	if si < 0 {
-		return nil // the creation record
-	}
-	for _, e := range d.states[si].out {
-		if e.event == t.Event && d.states[e.to].spec.Name == t.To {
-			return d.rules[e.rule].Effect
-		}
-	}
-	return nil
+	return outcome{w: w}, nil
 }

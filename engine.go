@@ -32,8 +32,6 @@ type Engine struct {
 	names []string
 	// lazy is set when some machine expires its jobs lazily.
 	lazy bool
-	// pools keep the operations' state records for reuse.
-	pools statePools
 }
 
 // Observer is told of every committed transition, after the write, in
@@ -290,34 +288,20 @@ func checkVersion(job *Job, want int64) error {
 }
 
 // move fires one table rule on cur and keeps the executions in step: live
-// executions that cannot survive the new state are aborted. The record is
-// written in p's buffer when p is given (no allocation).
+// executions that cannot survive the new state are aborted.
 func (e *Engine) move(ctx context.Context, def *Definition, cur *Snapshot, ev Event, c Call, now time.Time, exec uuid.UUID, p *plan) (Write, error) {
-	var w Write
-	w.Job = cur.Job
 	in := Input{
 		Event: ev, Actor: c.Actor, Reason: c.Reason, Args: c.Args, Now: now,
 		Executions: cur.Executions, ExecID: exec,
 	}
-	// The record is written straight into p's buffer when there is one:
-	// stepping into a local and handing it to recsOf costs a 152-byte
-	// copy, 4 % of a Fire.
-	var rec Transition
-	dst := &rec
-	if p != nil {
-		dst = &p.one[0]
-	}
-	if err := def.step(ctx, &w.Job, &in, dst); err != nil {
+	job, rec, err := p.next(ctx, def, cur.Job, in)
+	if err != nil {
 		return Write{}, err
 	}
+	w := Write{Job: job, Transitions: []Transition{rec}}
 	next := &w.Job
 	if exec == uuid.Nil && cur.Job.Kind == KindActive && next.Kind == KindActive && cur.Job.Leases > 0 {
 		return Write{}, fmt.Errorf("%w: job %s is held under a lease: a move between its active states (%q to %q) is the lease holder's, through Engine.Advance", ErrInvalidArgument, cur.Job.ID, cur.Job.State, next.State)
-	}
-	if p != nil {
-		w.Transitions = p.one[:1:1]
-	} else {
-		w.Transitions = []Transition{rec}
 	}
 	if next.Leases > 0 && !def.leasesSurvive(next) {
 		if cur.Job.Committed != uuid.Nil {
@@ -474,51 +458,20 @@ func (e *Engine) update(ctx context.Context, id uuid.UUID, args any, fn opFunc) 
 // another effect of the same write had run, the part of the write those
 // effects belong to is recorded and returned with an *IncompleteError.
 func (e *Engine) run(ctx context.Context, id uuid.UUID, args any, fn opFunc) (Job, error) {
-	// One record, reused from the engine's pool with its callback,
-	// carries the operation through the store's callback: its arguments,
-	// its plan and what it leaves for after the write.
-	st := e.pools.run.get()
-	if st.update == nil {
-		st.update = st.apply
-	}
-	st.e, st.args, st.fn = e, args, fn
-	job, err := e.store.Update(ctx, id, st.update)
+	var done outcome
+	job, err := e.store.Update(ctx, id, func(ctx context.Context, cur Snapshot) (Write, error) {
+		var err error
+		done, err = e.apply(ctx, &cur, args, fn)
+		return done.w, err
+	})
 	if err != nil {
-		e.pools.run.put(st)
 		return Job{}, err
 	}
-	e.notify(ctx, job, st.recs)
-	if partial := st.partial; partial != nil {
-		return job, partial // st is left to the collector: the error may point into it
+	e.notify(ctx, job, done.w.Transitions)
+	if done.incomplete != nil {
+		return job, done.incomplete
 	}
-	e.pools.run.put(st)
 	return job, nil
-}
-
-// runState is one run of an operation inside a store update.
-type runState struct {
-	e       *Engine
-	args    any
-	fn      opFunc
-	p       plan
-	recs    []Transition
-	partial error
-	// update is apply, bound to this record when it was first used.
-	update UpdateFunc
-}
-
-// apply is the store's callback for the run st carries.
-func (st *runState) apply(ctx context.Context, cur Snapshot) (Write, error) {
-	st.p = plan{}
-	w, inc, err := st.e.apply(ctx, &cur, st.args, st.fn, &st.p)
-	st.recs, st.partial = w.Transitions, inc
-	return w, err
-}
-
-func (st *runState) reset() {
-	update := st.update
-	*st = runState{}
-	st.update = update
 }
 
 // opFunc is one engine operation, run inside a store update. It decides
@@ -526,23 +479,23 @@ func (st *runState) reset() {
 // users' effects to p, which runs them after it returns.
 type opFunc func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error)
 
-// apply runs fn on the job's machine, then the write's effects (see plan).
-// It returns the write to apply, an *IncompleteError when only part of it
-// is to be applied, or the error that refuses it.
-func (e *Engine) apply(ctx context.Context, cur *Snapshot, args any, fn opFunc, p *plan) (Write, error, error) {
+// apply runs fn on the job's machine, then the write's effects (see plan),
+// and returns what to apply, or the error that refuses the write.
+func (e *Engine) apply(ctx context.Context, cur *Snapshot, args any, fn opFunc) (outcome, error) {
 	def, err := e.machine(cur.Job.Machine)
 	if err != nil {
-		return Write{}, nil, err
+		return outcome{}, err
 	}
 	now, err := e.now()
 	if err != nil {
-		return Write{}, nil, err
+		return outcome{}, err
 	}
-	w, err := fn(ctx, def, *cur, now, p)
+	var p plan
+	w, err := fn(ctx, def, *cur, now, &p)
 	if err != nil {
-		return Write{}, nil, err
+		return outcome{}, err
 	}
-	return p.run(ctx, def, w, args)
+	return p.run(ctx, w, args)
 }
 
 func (e *Engine) notify(ctx context.Context, job Job, recs []Transition) {

@@ -28,7 +28,7 @@ func (e *Engine) Fail(ctx context.Context, lease Lease, cause error) (Job, error
 	if cause == nil {
 		return Job{}, fmt.Errorf("%w: Fail needs an error", ErrInvalidArgument)
 	}
-	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
+	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error) {
 		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
@@ -37,7 +37,7 @@ func (e *Engine) Fail(ctx context.Context, lease Lease, cause error) (Job, error
 			return Write{}, &CommitError{JobID: cur.Job.ID, ExecID: x.ID, Winner: x.ID}
 		}
 		class, after := ClassOf(cause, def.policy.Classify)
-		return e.failure(ctx, def, &cur, x, failure{class: class, after: after, msg: CleanErrorText(cause.Error()), actor: lease.Owner}, now)
+		return e.failure(ctx, def, &cur, x, failure{class: class, after: after, msg: CleanErrorText(cause.Error()), actor: lease.Owner}, now, p)
 	})
 }
 
@@ -50,7 +50,7 @@ func (e *Engine) Snooze(ctx context.Context, lease Lease, d time.Duration) (Job,
 	if err := checkDuration("snooze", d); err != nil {
 		return Job{}, err
 	}
-	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
+	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error) {
 		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
@@ -67,7 +67,7 @@ func (e *Engine) Snooze(ctx context.Context, lease Lease, d time.Duration) (Job,
 		if cur.Job.Kind != KindActive {
 			return bump(def, &cur, now, y), nil
 		}
-		next, rec, err := def.next(ctx, cur.Job, Input{Event: ev, Actor: lease.Owner, Reason: reason, Now: now, Executions: cur.Executions, ExecID: x.ID})
+		next, rec, err := p.next(ctx, def, cur.Job, Input{Event: ev, Actor: lease.Owner, Reason: reason, Now: now, Executions: cur.Executions, ExecID: x.ID})
 		if err != nil {
 			return Write{}, err
 		}
@@ -103,7 +103,7 @@ func endExec(x Execution, now time.Time, reason string) Execution {
 
 // failure ends execution x (nil when none) with f and moves the job as the
 // retry policy says.
-func (e *Engine) failure(ctx context.Context, def *Definition, cur *Snapshot, x *Execution, f failure, now time.Time) (Write, error) {
+func (e *Engine) failure(ctx context.Context, def *Definition, cur *Snapshot, x *Execution, f failure, now time.Time, p *plan) (Write, error) {
 	var ended []Execution
 	var execID uuid.UUID
 	if x != nil {
@@ -128,7 +128,7 @@ func (e *Engine) failure(ctx context.Context, def *Definition, cur *Snapshot, x 
 		if (f.lost || !def.Can(job.State, EventRetry)) && def.Can(job.State, EventAbandon) {
 			in.Event = EventAbandon
 		}
-		n, rec, err := def.next(ctx, job, in)
+		n, rec, err := p.next(ctx, def, job, in)
 		if err != nil {
 			return Write{}, err
 		}
@@ -141,14 +141,14 @@ func (e *Engine) failure(ctx context.Context, def *Definition, cur *Snapshot, x 
 		next.NotBefore = after(now, delay)
 	} else {
 		in.Event = EventFail
-		n, rec, err := def.next(ctx, job, in)
+		n, rec, err := p.next(ctx, def, job, in)
 		if err != nil {
 			return Write{}, err
 		}
 		next, recs = n, []Transition{rec}
 		if next.Kind == KindWaiting {
 			in.Event = EventExhaust
-			n, rec, err := def.next(ctx, next, in)
+			n, rec, err := p.next(ctx, def, next, in)
 			if err != nil {
 				return Write{}, err
 			}

@@ -109,64 +109,33 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 	if err != nil {
 		return Claimed{}, err
 	}
-	// One record, reused from the engine's pool with its callback,
-	// carries the claim through the store's callback.
-	st := e.pools.claim.get()
-	defer e.pools.claim.put(st)
-	if st.offer == nil {
-		st.offer = st.claim
-	}
-	st.e, st.def, st.req, st.ttl, st.now = e, def, req, ttl, now
-	job, err := e.store.ClaimNext(ctx, ClaimQuery{Machine: def.name, Now: now}, st.offer)
+	var lease Lease
+	var recs []Transition
+	var failed error // the first claim effect that failed
+	job, err := e.store.ClaimNext(ctx, ClaimQuery{Machine: def.name, Now: now}, func(ctx context.Context, cur Snapshot) (Write, error) {
+		var p plan
+		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, &p)
+		if err != nil {
+			return Write{}, errors.Join(ErrSkip, err)
+		}
+		done, err := p.run(ctx, w, req.Args)
+		if err != nil {
+			if failed == nil {
+				failed = fmt.Errorf("job %s: %w", cur.Job.ID, err)
+			}
+			return Write{}, errors.Join(ErrSkip, err)
+		}
+		lease, recs = l, done.w.Transitions
+		return done.w, nil
+	})
 	if err != nil {
-		if errors.Is(err, ErrNoJob) && st.failed != nil {
-			return Claimed{}, fmt.Errorf("%w; a claim's effect failed: %w", err, st.failed)
+		if errors.Is(err, ErrNoJob) && failed != nil {
+			return Claimed{}, fmt.Errorf("%w; a claim's effect failed: %w", err, failed)
 		}
 		return Claimed{}, err
 	}
-	e.notify(ctx, job, st.recs)
-	return Claimed{Lease: st.lease, Job: job}, nil
-}
-
-// claimState is one Claim inside the store's callback: the claim asked
-// for, the plan of the candidate offered (with the buffers of its write),
-// and what the claim leaves for after the write.
-type claimState struct {
-	e      *Engine
-	def    *Definition
-	req    ClaimRequest
-	ttl    time.Duration
-	now    time.Time
-	p      plan
-	lease  Lease
-	recs   []Transition
-	failed error
-	// offer is claim, bound to this record when it was first used.
-	offer UpdateFunc
-}
-
-// claim is the store's callback for each candidate offered to the claim
-// st carries.
-func (st *claimState) claim(ctx context.Context, cur Snapshot) (Write, error) {
-	st.p = plan{}
-	w, l, err := st.e.claim(ctx, st.def, &cur, st.req, st.ttl, st.now, &st.p)
-	if err != nil {
-		return Write{}, errors.Join(ErrSkip, err)
-	}
-	if w, _, err = st.p.run(ctx, st.def, w, st.req.Args); err != nil {
-		if st.failed == nil {
-			st.failed = fmt.Errorf("job %s: %w", cur.Job.ID, err)
-		}
-		return Write{}, errors.Join(ErrSkip, err)
-	}
-	st.lease, st.recs = l, w.Transitions
-	return w, nil
-}
-
-func (st *claimState) reset() {
-	offer := st.offer
-	*st = claimState{}
-	st.offer = offer
+	e.notify(ctx, job, recs)
+	return Claimed{Lease: lease, Job: job}, nil
 }
 
 // ClaimJob claims one named job (bounty marketplace: a worker claims a specific
@@ -210,8 +179,6 @@ func leaseTTL(def *Definition, req ClaimRequest) (time.Duration, error) {
 }
 
 // claim decides one claim of cur.
-//
-// p, when not nil, holds the write's record and execution.
 func (e *Engine) claim(ctx context.Context, def *Definition, cur *Snapshot, req ClaimRequest, ttl time.Duration, now time.Time, p *plan) (Write, Lease, error) {
 	job := &cur.Job
 	switch {
@@ -238,7 +205,7 @@ func (e *Engine) claim(ctx context.Context, def *Definition, cur *Snapshot, req 
 		ID: id, JobID: job.ID, Attempt: job.Attempt + 1, Owner: req.Worker, Status: ExecLeased,
 		LeaseExpiresAt: after(now, ttl), HeartbeatAt: now, ClaimedAt: now,
 	}
-	next, rec, err := def.next(ctx, *job, Input{
+	next, rec, err := p.next(ctx, def, *job, Input{
 		Event: EventClaim, Actor: req.Worker, Args: req.Args, Now: now,
 		Executions: cur.Executions, ExecID: x.ID,
 	})
@@ -247,7 +214,7 @@ func (e *Engine) claim(ctx context.Context, def *Definition, cur *Snapshot, req 
 	}
 	next.Attempt = x.Attempt
 	next.CancelRequested = false
-	w := Write{Job: next, Transitions: p.recsOf(rec), Executions: p.execsOf(x, nil)}
+	w := Write{Job: next, Transitions: []Transition{rec}, Executions: []Execution{x}}
 	def.settle(&w.Job, cur.Executions, w.Executions)
 	return w, Lease{JobID: job.ID, ExecID: x.ID, Token: x.Attempt, Owner: req.Worker, ExpiresAt: x.LeaseExpiresAt, TTL: ttl}, nil
 }
@@ -347,7 +314,7 @@ func (e *Engine) Advance(ctx context.Context, lease Lease, ev Event, c Call) (Jo
 	if err := c.check(); err != nil {
 		return Job{}, err
 	}
-	return e.update(ctx, lease.JobID, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, _ *plan) (Write, error) {
+	return e.update(ctx, lease.JobID, c.Args, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error) {
 		x, err := leased(&cur, lease, now)
 		if err != nil {
 			return Write{}, err
@@ -363,7 +330,7 @@ func (e *Engine) Advance(ctx context.Context, lease Lease, ev Event, c Call) (Jo
 		if c.Actor == "" {
 			c.Actor = lease.Owner
 		}
-		return e.move(ctx, def, &cur, ev, c, now, lease.ExecID, nil)
+		return e.move(ctx, def, &cur, ev, c, now, lease.ExecID, p)
 	})
 }
 
@@ -433,21 +400,20 @@ func (e *Engine) ClaimMany(ctx context.Context, req ClaimRequest, n int) ([]Clai
 	got := make(map[uuid.UUID]taken, n)
 	var failed error
 	jobs, err := bc.ClaimBatch(ctx, ClaimQuery{Machine: def.name, Now: now}, n, func(ctx context.Context, cur Snapshot) (Write, error) {
-		// No buffers of a shared plan here: the store may hold every
-		// job's write until the batch ends.
-		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, nil)
+		var p plan
+		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, &p)
 		if err != nil {
 			return Write{}, errors.Join(ErrSkip, err)
 		}
-		var p plan
-		if w, _, err = p.run(ctx, def, w, req.Args); err != nil {
+		done, err := p.run(ctx, w, req.Args)
+		if err != nil {
 			if failed == nil {
 				failed = fmt.Errorf("job %s: %w", cur.Job.ID, err)
 			}
 			return Write{}, errors.Join(ErrSkip, err)
 		}
-		got[cur.Job.ID] = taken{lease: l, recs: w.Transitions}
-		return w, nil
+		got[cur.Job.ID] = taken{lease: l, recs: done.w.Transitions}
+		return done.w, nil
 	})
 	if err != nil && len(jobs) == 0 {
 		return nil, err

@@ -202,7 +202,7 @@ func (e *Engine) loseLeases(ctx context.Context, def *Definition, c *chain, now 
 		var w Write
 		var err error
 		if x.Status == ExecCommitted {
-			w, err = finish(ctx, def, &snap, x, SweepActor, reason+" after commit: finalized", now, nil)
+			w, err = finish(ctx, def, &snap, x, SweepActor, reason+" after commit: finalized", now, c.p)
 			r.Finalized++
 		} else {
 			class := ClassRetryable
@@ -210,7 +210,7 @@ func (e *Engine) loseLeases(ctx context.Context, def *Definition, c *chain, now 
 				class = ClassPermanent
 			}
 			before := snap.Job.Kind
-			w, err = e.failure(ctx, def, &snap, &x, failure{class: class, msg: reason, actor: SweepActor, lost: true}, now)
+			w, err = e.failure(ctx, def, &snap, &x, failure{class: class, msg: reason, actor: SweepActor, lost: true}, now, c.p)
 			r.Aborted++
 			if before == KindActive && err == nil {
 				if w.Job.Kind == KindTerminal {
@@ -296,7 +296,7 @@ func (r *SweepReport) add(o SweepReport) {
 // move to c.
 func (e *Engine) chainMove(ctx context.Context, def *Definition, c *chain, ev Event, reason string, now time.Time) error {
 	snap := c.snapshot()
-	w, err := e.move(ctx, def, &snap, ev, Call{Actor: SweepActor, Reason: reason}, now, uuid.Nil, nil)
+	w, err := e.move(ctx, def, &snap, ev, Call{Actor: SweepActor, Reason: reason}, now, uuid.Nil, c.p)
 	if err != nil {
 		return err
 	}

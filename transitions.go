@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-	"unsafe"
 
 	"github.com/google/uuid"
 )
@@ -28,11 +27,6 @@ type Transition struct {
 	// ExecID is the execution the move was made through, if any.
 	ExecID uuid.UUID
 	At     time.Time
-	// rule is 1 + the index of the table rule that fired, while the record
-	// is being written (0 otherwise): several rules may share a state, an
-	// event and a target, with different guards and effects. The engine
-	// clears it before the record reaches a store or a caller.
-	rule int
 }
 
 // Input is an event with its context, as given to Definition.Step.
@@ -66,38 +60,24 @@ type Input struct {
 // guard's error) when every matching rule's guard refused;
 // ErrInvalidArgument for a nil job, or one that belongs to another machine
 // or is in a state the machine does not declare. On error *job is left unchanged.
-func (d *Definition) Step(ctx context.Context, job *Job, in Input) (rec Transition, err error) {
-	// The input and the record are passed down by pointer: both are larger
-	// than the rest of the step's work, and copying them was a third of it.
-	err = d.step(ctx, job, &in, &rec)
-	rec.rule = 0
+func (d *Definition) Step(ctx context.Context, job *Job, in Input) (Transition, error) {
+	rec, _, err := d.step(ctx, job, in)
 	return rec, err
 }
 
-// step is Step, writing into *rec the record naming the rule that fired;
-// *rec is left unchanged on error. The common case finds its rule here
-// without a call: the job holds the definition's own strings for its
-// machine and state (as every job a step or the engine made does), the
-// event is the string of the table's rule (as the engine's and a caller's
-// constants are), and the first rule for it has no guard. Anything else,
-// and every error, is ruleFor's.
-func (d *Definition) step(ctx context.Context, job *Job, in *Input, rec *Transition) error {
-	var e *edge
-	if job != nil && unsafe.StringData(job.Machine) == unsafe.StringData(d.name) && len(job.Machine) == len(d.name) {
-		if si := d.stateByAddr(job.State); si >= 0 {
-			if st := &d.states[si]; st.spec.Kind != KindTerminal {
-				e = st.edgeByAddr(in.Event)
-			}
-		}
+// step is Step, also returning the index of the rule that fired (several
+// rules may share a state, an event and a target, with different guards
+// and effects).
+func (d *Definition) step(ctx context.Context, job *Job, in Input) (Transition, int, error) {
+	e, err := d.fires(ctx, job, in)
+	if err != nil {
+		return Transition{}, -1, err
 	}
-	if e == nil || e.guard != nil {
-		var err error
-		if e, err = d.fires(ctx, job, in); err != nil {
-			return err
-		}
+	to := d.states[e.to].spec
+	rec := Transition{
+		JobID: job.ID, Version: job.Version + 1, From: job.State, Event: in.Event, To: to.Name,
+		Actor: in.Actor, Reason: in.Reason, ExecID: in.ExecID, At: in.Now,
 	}
-	to := &d.states[e.to].spec
-	from := job.State
 	job.State, job.Kind, job.Outcome = to.Name, to.Kind, to.Outcome
 	job.Version++
 	job.UpdatedAt = in.Now
@@ -109,115 +89,37 @@ func (d *Definition) step(ctx context.Context, job *Job, in *Input, rec *Transit
 	case KindTerminal:
 		job.CompletedAt = in.Now
 	}
-	// Field by field: a composite literal assigned through a pointer is
-	// built in a temporary and copied in 16-byte moves that read across
-	// the temporary's 8-byte stores, which the processor cannot forward
-	// (a stall that cost more than the rest of the step).
-	rec.JobID = job.ID
-	rec.Version = job.Version
-	rec.From = from
-	rec.Event = in.Event
-	rec.To = to.Name
-	rec.Actor = in.Actor
-	rec.Reason = in.Reason
-	rec.ExecID = in.ExecID
-	rec.At = in.Now
-	rec.rule = e.rule + 1
-	return nil
+	return rec, e.rule, nil
 }
 
-// edgeByAddr returns the first edge for ev when ev is held in the string
-// of the table's rule, nil otherwise. The table's events are interned
-// (every edge for an event holds the same string), so the edges holding
-// ev's address are exactly the edges for ev.
-func (st *stateInfo) edgeByAddr(ev Event) *edge {
-	p := unsafe.StringData(string(ev))
-	for i := range st.out {
-		if unsafe.StringData(string(st.out[i].event)) == p && len(st.out[i].event) == len(ev) {
-			return &st.out[i]
-		}
+// fires returns the edge that fires for in from job's state: the first
+// rule for the event whose guard (if any) allows the move, in table order.
+func (d *Definition) fires(ctx context.Context, job *Job, in Input) (*edge, error) {
+	if job == nil {
+		return nil, fmt.Errorf("%w: nil job", ErrInvalidArgument)
 	}
-	return nil
-}
-
-// fires returns the edge that fires for in from job's state, for any job
-// and event: names compared by their bytes where their addresses differ,
-// guarded rules tried in order, the errors made.
-func (d *Definition) fires(ctx context.Context, job *Job, in *Input) (*edge, error) {
-	if err := d.checkMachine(job); err != nil {
-		return nil, err
+	if job.Machine != d.name {
+		return nil, fmt.Errorf("%w: job %s runs on machine %q, not %q", ErrInvalidArgument, job.ID, job.Machine, d.name)
 	}
 	si := d.stateIndex(job.State)
 	if si < 0 {
-		return nil, d.undeclared(job)
+		return nil, fmt.Errorf("%w: job %s is in state %q, which machine %q does not declare", ErrInvalidArgument, job.ID, job.State, d.name)
 	}
 	st := &d.states[si]
 	if st.spec.Kind == KindTerminal {
 		return nil, d.refuse(job, in.Event, ErrTerminal, nil)
 	}
-	e := firstFor(st.out, in.Event)
-	if e == nil {
-		return nil, d.refuse(job, in.Event, ErrInvalidTransition, nil)
-	}
-	if e.guard == nil {
-		return e, nil
-	}
-	return d.pick(ctx, job, st.out, in)
-}
-
-// checkMachine returns foreign's error unless job runs on this machine.
-func (d *Definition) checkMachine(job *Job) error {
-	if job == nil || job.Machine != d.name {
-		return d.foreign(job)
-	}
-	return nil
-}
-
-// firstFor returns the first edge of out for ev, compared by bytes, or
-// nil.
-func firstFor(out []edge, ev Event) *edge {
-	for i := range out {
-		if out[i].event == ev {
-			return &out[i]
-		}
-	}
-	return nil
-}
-
-// foreign is the error for a nil job or one of another machine.
-func (d *Definition) foreign(job *Job) error {
-	if job == nil {
-		return fmt.Errorf("%w: nil job", ErrInvalidArgument)
-	}
-	return fmt.Errorf("%w: job %s runs on machine %q, not %q", ErrInvalidArgument, job.ID, job.Machine, d.name)
-}
-
-// undeclared is the error for a job in a state the machine does not declare.
-func (d *Definition) undeclared(job *Job) error {
-	return fmt.Errorf("%w: job %s is in state %q, which machine %q does not declare", ErrInvalidArgument, job.ID, job.State, d.name)
-}
-
-// next steps a copy of job and returns it with the record.
-func (d *Definition) next(ctx context.Context, job Job, in Input) (Job, Transition, error) {
-	var rec Transition
-	err := d.step(ctx, &job, &in, &rec)
-	return job, rec, err
-}
-
-// pick returns the edge of out that fires for in.Event: the first whose
-// guard allows the move.
-func (d *Definition) pick(ctx context.Context, job *Job, out []edge, in *Input) (*edge, error) {
-	var refusal error
 	found := false
-	for i := range out {
-		e := &out[i]
-		if !sameString(string(e.event), string(in.Event)) {
+	var refusal error
+	for i := range st.out {
+		e := &st.out[i]
+		if e.event != in.Event {
 			continue
 		}
+		found = true
 		if e.guard == nil {
 			return e, nil
 		}
-		found = true
 		err := e.guard(ctx, GuardInput{
 			Job: *job, Event: in.Event, From: job.State, To: d.states[e.to].spec.Name,
 			Actor: in.Actor, Args: in.Args, Now: in.Now, Executions: in.Executions,
