@@ -20,11 +20,9 @@ import (
 //
 // Ownership: values a Store returns belong to the caller, except that the
 // byte slices of a Job (Payload, Result) may be shared with the store's own
-// copy and must not be modified. A store copies what it keeps of a Write
-// (its Job value, Transitions, Executions and Effects) before Update,
-// Create, CreateBatch or ClaimNext returns: the engine reuses that memory
-// for its next operation. The Job's byte slices are the exception: the
-// engine never modifies them after, and a store may keep them as they are.
+// copy and must not be modified. A Write a store's function returns
+// belongs to the store from then on: the engine never reads or modifies
+// its memory again, so a store may keep it as it is.
 //
 // Concurrency: all methods are safe for concurrent use. Update, Create and
 // ClaimNext call their function at most once per job they lock, while no

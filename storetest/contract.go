@@ -29,7 +29,6 @@ func RunContract(t *testing.T, newStore NewStore) {
 		{"UpdateRefusals", testUpdateRefusals},
 		{"UpdateNoChange", testUpdateNoChange},
 		{"ReturnedValuesAreCopies", testReturnedCopies},
-		{"WritesAreCopied", testWritesCopied},
 		{"ClaimNextOrder", testClaimNextOrder},
 		{"ClaimNextSkipAndStop", testClaimNextSkip},
 		{"Due", testDue},
