@@ -80,9 +80,9 @@ func WithObserver(o Observer) Option {
 	}
 }
 
-// WithIDs replaces the id source (by default UUIDv7 ids, as uuid.NewV7
-// makes them, strictly increasing within the engine), for
-// reproducible runs such as conformance vectors. Ids must be unique.
+// WithIDs replaces the id source (by default uuid.NewV7: UUIDv7 ids,
+// strictly increasing within the process), for reproducible runs such as
+// conformance vectors. Ids must be unique.
 func WithIDs(gen func() (uuid.UUID, error)) Option {
 	return func(e *Engine) error {
 		if gen == nil {
@@ -112,7 +112,7 @@ func New(store Store, opts ...Option) (*Engine, error) {
 	if isNil(store) {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidArgument)
 	}
-	e := &Engine{store: store, clock: SystemClock{}, machines: make(map[string]*Definition), newID: newV7Source().next, random: rand.Float64}
+	e := &Engine{store: store, clock: SystemClock{}, machines: make(map[string]*Definition), newID: uuid.NewV7, random: rand.Float64}
 	for i, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: option #%d is nil", ErrInvalidArgument, i+1)

@@ -17,7 +17,7 @@ import (
 
 // TestDefaultIDs: the engine's default ids are UUIDv7 (version 7, RFC
 // 9562 variant), carry the creation's millisecond, and increase strictly
-// in the order they are drawn, across refills of the random buffer.
+// in the order they are drawn.
 func TestDefaultIDs(t *testing.T) {
 	def, err := jobstate.NewDefinition(docSpec())
 	require.NoError(t, err)
