@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"sort"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/jobstate/jobstate/internal/typednil"
 )
 
 // Engine runs jobs on their machines. It is the only place rules are
@@ -61,7 +62,7 @@ func WithMachines(defs ...*Definition) Option {
 // WithClock sets the clock (SystemClock by default).
 func WithClock(c Clock) Option {
 	return func(e *Engine) error {
-		if isNil(c) {
+		if typednil.Is(c) {
 			return fmt.Errorf("%w: nil clock", ErrInvalidArgument)
 		}
 		e.clock = c
@@ -109,7 +110,7 @@ func WithRandom(r func() float64) Option {
 // New returns an engine over store. Errors: ErrInvalidArgument for a nil
 // store (a typed nil too), a nil option or a bad option.
 func New(store Store, opts ...Option) (*Engine, error) {
-	if isNil(store) {
+	if typednil.Is(store) {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidArgument)
 	}
 	e := &Engine{store: store, clock: SystemClock{}, machines: make(map[string]*Definition), newID: uuid.NewV7, random: rand.Float64}
@@ -127,19 +128,6 @@ func New(store Store, opts ...Option) (*Engine, error) {
 	}
 	sort.Strings(e.names)
 	return e, nil
-}
-
-// isNil reports whether v is nil or a nil pointer, map, slice, channel or
-// function inside an interface.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch r := reflect.ValueOf(v); r.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
-		return r.IsNil()
-	}
-	return false
 }
 
 // ready refuses the zero Engine (or a nil one): every method of an engine

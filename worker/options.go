@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/typednil"
 )
 
 // Defaults of the worker's settings.
@@ -192,7 +193,7 @@ func WithLogger(l *slog.Logger) Option {
 // Job state always follows the engine's clock.
 func WithClock(clk Clock) Option {
 	return func(c *config) {
-		if isNil(clk) {
+		if typednil.Is(clk) {
 			c.problem("nil clock")
 			return
 		}
@@ -262,7 +263,7 @@ func (c *config) validateRoute(eng *jobstate.Engine, r *route, seen map[string]b
 		return
 	}
 	seen[name] = true
-	if isNil(r.h) {
+	if typednil.Is(r.h) {
 		c.problem("machine %q: nil handler", name)
 	}
 	if r.limit < 1 {

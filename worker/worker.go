@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -204,19 +203,6 @@ func defaultName() string {
 		host = "worker"
 	}
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
-}
-
-// isNil reports whether v is nil or a nil pointer, map, slice, channel or
-// function inside an interface.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch r := reflect.ValueOf(v); r.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
-		return r.IsNil()
-	}
-	return false
 }
 
 // jittered returns d randomised by the worker's jitter.
