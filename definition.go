@@ -124,7 +124,7 @@ type EffectSpec struct {
 type Definition struct {
 	name    string
 	states  []stateInfo
-	ruleFx  bool    // some rule has an Effect
+	ruleFx  bool // some rule has an Effect
 	byName  map[State]int
 	rules   []Rule
 	start   int
