@@ -91,8 +91,8 @@ func checkCommit(def *Definition, cur *Snapshot, lease Lease, now time.Time) (Ex
 }
 
 // Finish ends a committed execution: it becomes DONE and the job takes its
-// succeed rule, in one atomic write. Other live executions of the job (bounty
-// marketplace's rival submissions) are aborted in the same write. Errors: a
+// succeed rule, in one atomic write. Other live executions of the job (rival
+// submissions on a machine with several) are aborted in the same write. Errors: a
 // *LeaseError, a *CommitError if another execution committed,
 // ErrInvalidArgument if this execution has not committed, a
 // *TransitionError if the table has no succeed rule from the job's state.
@@ -158,8 +158,8 @@ func finish(ctx context.Context, def *Definition, cur *Snapshot, x Execution, ac
 // ErrUnknownEffect: the machine declares no once-only effect of that name.
 var ErrUnknownEffect = fmt.Errorf("%w: unknown effect", ErrInvalidArgument)
 
-// Apply runs the machine's named once-only effect for the job (bounty marketplace's
-// refund): at most once per job, however often and however concurrently it
+// Apply runs the machine's named once-only effect for the job (a refund, a
+// notification): at most once per job, however often and however concurrently it
 // is requested, and only in the states and under the guard its EffectSpec
 // declares. The effect is not a state: the job's state does not change,
 // its version does, and the store records who ran it and when

@@ -234,8 +234,8 @@ const EventRedrive Event = "redrive"
 const RedriveEffect = "redrive"
 
 // Redrive runs a finished job again, as an explicit, recorded operator
-// action, where the machine allows it (Policy.RedriveFrom; image generation's
-// dead_letter). Terminal states stay final: the job itself does not move.
+// action, where the machine allows it (Policy.RedriveFrom, typically a
+// dead-letter state). Terminal states stay final: the job itself does not move.
 // Instead a new job is created, on the same machine, with the same payload,
 // owner and priority, and with the job's retry settings, through the
 // machine's creation guard and effect; its creation record names the

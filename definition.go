@@ -54,8 +54,8 @@ type Rule struct {
 	// definition. Optional.
 	GuardName string
 	// Effect, when set, is the rule's action: it runs each time the engine
-	// fires the rule, inside the same atomic write as the move (image generation:
-	// the SAFE_BLOCK audit record of a rejection). It sees the job as the
+	// fires the rule, inside the same atomic write as the move (an audit
+	// record of the move). It sees the job as the
 	// write leaves it (when one write holds several moves, after all of
 	// them), and FiringOf(ctx) tells it which move it runs for. An error aborts the whole operation: nothing is
 	// written and the error is returned. Definition.Step, being pure,
@@ -74,7 +74,7 @@ type Spec struct {
 	// States lists every state; order is kept in diagrams and listings.
 	States []StateSpec
 	// Initial is the state new jobs start in. It may be of kind initial or
-	// ready (image generation creates jobs straight into "queued"). When empty, the
+	// ready (jobs may be created straight into a queue). When empty, the
 	// one state of kind initial is used.
 	Initial State
 	// Rules is the transition table.
@@ -94,8 +94,8 @@ type Spec struct {
 type EffectFunc func(ctx context.Context, job Job) error
 
 // CreateSpec declares what runs when a job is created: a guard that may
-// refuse creation (image generation: prompt validation, quota) and an effect run
-// once, atomically with the insert (image generation: credit reservation). An
+// refuse creation (input validation, a quota) and an effect run
+// once, atomically with the insert (reserving credit). An
 // idempotent create that returns an existing job runs neither. FiringOf
 // gives the effect the creation record (actor, reason) and NewJob.Args.
 type CreateSpec struct {
@@ -106,7 +106,7 @@ type CreateSpec struct {
 }
 
 // EffectSpec declares a named effect that runs at most once per job,
-// however often it is requested, and that is not a state (bounty marketplace's
+// however often it is requested, and that is not a state (a
 // refund). It may run only while the job is in one of the In states (any
 // state when In is empty) and when its guard allows.
 type EffectSpec struct {

@@ -181,8 +181,8 @@ func (e *Engine) machine(name string) (*Definition, error) {
 
 // Call says who fires an event, why, and with which arguments.
 type Call struct {
-	// Actor is who fires the event; guards read it (bounty marketplace: only the
-	// buyer may fund).
+	// Actor is who fires the event; guards read it (only the job's owner
+	// may move it, say).
 	Actor string
 	// Reason is recorded in the transition.
 	Reason string
@@ -307,7 +307,7 @@ func (e *Engine) move(ctx context.Context, def *Definition, cur *Snapshot, ev Ev
 
 // leasesSurvive reports whether live executions may go on holding their
 // leases in job's state: an active state, or on a machine allowing several
-// executions, a ready state (bounty marketplace: submissions to a funded bounty).
+// executions, a ready state (several submissions to one open job).
 func (d *Definition) leasesSurvive(job *Job) bool {
 	return job.Kind == KindActive || (job.Kind == KindReady && d.policy.MaxExecutions > 1)
 }

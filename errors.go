@@ -167,7 +167,7 @@ func trimPrefix(err error) string {
 }
 
 // ErrorClass says how a failure is to be treated. Jobs record the class of
-// their last failure (document processing's errorType).
+// their last failure (Job.ErrorClass).
 type ErrorClass string
 
 // The error classes.

@@ -63,8 +63,8 @@ type Execution struct {
 }
 
 // CheckProjection reports whether job's state is the projection of its
-// executions, as a machine with Policy.DerivedState requires (exactly-once executions;
-// invariant 7 of the specification): a DONE execution ⇔ the job succeeded through that
+// executions, as a machine with Policy.DerivedState requires
+// (invariant 7 of the specification): a DONE execution ⇔ the job succeeded through that
 // execution; otherwise a live execution ⇔ the job is active; otherwise the
 // job is neither active nor succeeded. It returns nil or an error saying
 // which clause fails.

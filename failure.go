@@ -19,7 +19,7 @@ import (
 //     generation: running → failed → dead_letter).
 //
 // On a machine running several executions of a job in its ready state
-// (bounty marketplace) only the execution fails; the job does not move. The job
+// (Policy.MaxExecutions above 1) only the execution fails; the job does not move. The job
 // records LastError and ErrorClass either way. Errors: a *LeaseError, a
 // *CommitError (a committed execution cannot fail: finish it),
 // ErrInvalidArgument for a nil err, a *TransitionError when the table lacks
@@ -77,8 +77,8 @@ func (e *Engine) Snooze(ctx context.Context, lease Lease, d time.Duration) (Job,
 }
 
 // Cancel fires the table's cancel rule (EventCancel) on the job. Its guards
-// may refuse (bounty marketplace: only the buyer, never while a submission is being
-// judged). Cancelling a job with live executions aborts them: each lease
+// may refuse (only the owner may cancel, say, or not while
+// a result is being judged). Cancelling a job with live executions aborts them: each lease
 // holder's next operation fails with ErrLeaseLost and ErrCancelled. Errors
 // as for Fire.
 func (e *Engine) Cancel(ctx context.Context, id uuid.UUID, c Call) (Job, error) {
@@ -111,7 +111,7 @@ func (e *Engine) failure(ctx context.Context, def *Definition, cur *Snapshot, x 
 	}
 	job := cur.Job
 	if job.Kind != KindActive {
-		// Several executions share a ready job (bounty marketplace): only this one failed.
+		// Several executions share a ready job: only this one failed.
 		w := bump(def, cur, now, ended...)
 		w.Job.LastError, w.Job.ErrorClass = f.msg, f.class
 		return w, nil

@@ -14,8 +14,8 @@ type IdempotencyPolicy struct {
 	// Retention is how long after creation the key is held; zero means for
 	// as long as the job exists.
 	Retention time.Duration
-	// ReleaseIn lists states in which the job no longer holds its key (image
-	// generation: a failed job lets the same request create a new one).
+	// ReleaseIn lists states in which the job no longer holds its key (a
+	// failed job lets the same request create a new one).
 	ReleaseIn []State
 }
 
@@ -34,7 +34,7 @@ func Key(parts ...string) string {
 }
 
 // KeyAt builds a key from parts and the time bucket holding t: requests in
-// the same bucket (image generation: the same minute) share a key, the next bucket
+// the same bucket (the same minute, say) share a key, the next bucket
 // starts a new one. A bucket of zero or less means no bucket.
 func KeyAt(t time.Time, bucket time.Duration, parts ...string) string {
 	if bucket <= 0 {

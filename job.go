@@ -143,7 +143,7 @@ type Job struct {
 	// Fingerprint the hash of what was created under it.
 	IdempotencyKey string
 	Fingerprint    string
-	// Owner is who the job belongs to (bounty marketplace's buyer), for guards.
+	// Owner is who the job belongs to (a customer, a tenant), for guards.
 	Owner string
 	// Priority orders the due ready jobs of a machine: a higher priority is
 	// claimed first; among equal priorities, the job due earlier (DueAt)

@@ -72,7 +72,7 @@ type ClaimRequest struct {
 	Worker string
 	// TTL is the lease length; zero means the machine's Policy.LeaseTTL.
 	TTL time.Duration
-	// Args are passed to claim guards (bounty marketplace: the worker's reputation).
+	// Args are passed to claim guards (the worker's capabilities, say).
 	Args any
 }
 
@@ -138,8 +138,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 	return Claimed{Lease: lease, Job: job}, nil
 }
 
-// ClaimJob claims one named job (bounty marketplace: a worker claims a specific
-// bounty). Errors: ErrNotFound; ErrNotClaimable when the job is not ready
+// ClaimJob claims one named job (a worker taking the job a user chose). Errors: ErrNotFound; ErrNotClaimable when the job is not ready
 // (wrapping ErrTerminal or ErrInvalidTransition too when the job is
 // terminal or its state has no claim rule), not yet due, past a deadline
 // it can expire at, or at its limit of live executions; a
@@ -301,8 +300,8 @@ func bump(def *Definition, cur *Snapshot, now time.Time, execs ...Execution) Wri
 	return w
 }
 
-// Advance fires a user event through a lease (file delivery: CLAIMED →
-// DOWNLOADING → STREAMING under one lease; image generation: a safety rejection).
+// Advance fires a user event through a lease (a download moving from
+// DOWNLOADING to STREAMING under one lease; a handler rejecting its input).
 // Several active states may share the lease; a move out of the active
 // states ends the execution (ABORTED, not committed). A committed
 // execution can only finish: Advance refuses it with a *CommitError.
@@ -335,8 +334,8 @@ func (e *Engine) Advance(ctx context.Context, lease Lease, ev Event, c Call) (Jo
 }
 
 // Stuck lists up to limit jobs of machine (any machine when empty) holding
-// live leases whose oldest heartbeat is older than olderThan (file delivery's
-// "stuck" view), oldest first.
+// live leases whose oldest heartbeat is older than olderThan (a "stuck"
+// view for operators), oldest first.
 func (e *Engine) Stuck(ctx context.Context, machine string, olderThan time.Duration, limit int) ([]Job, error) {
 	if err := e.ready(); err != nil {
 		return nil, err

@@ -21,7 +21,7 @@ const (
 	EventRetry Event = "retry"
 	// EventFail follows a permanent failure, or a retryable one when retries
 	// are spent: to a terminal state, or to a waiting state from which
-	// EventExhaust then leads on (image generation: running → failed → dead_letter).
+	// EventExhaust then leads on (running → failed → dead_letter).
 	EventFail Event = "fail"
 	// EventExhaust leaves a waiting state for a terminal one when the job
 	// reached it through EventFail; it is fired in the same atomic write.
@@ -30,7 +30,7 @@ const (
 	// not-before has passed (fired by Engine.Sweep).
 	EventRequeue Event = "requeue"
 	// EventAbandon returns a job whose lease expired without a commit to a
-	// ready or waiting state (file delivery's heartbeat_timeout). Where a state has
+	// ready or waiting state (a heartbeat timeout). Where a state has
 	// no abandon rule, the sweep treats the lost lease as a retryable failure
 	// and uses EventRetry.
 	EventAbandon Event = "abandon"

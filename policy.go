@@ -14,8 +14,8 @@ type Policy struct {
 	// request does not say. Zero means DefaultLeaseTTL.
 	LeaseTTL time.Duration
 	// MaxExecutions is how many executions of one job may hold live leases
-	// at once. Zero means one. Bounty marketplace lets many workers submit to one
-	// bounty; there the job stays in its ready state while claimed, and a
+	// at once. Zero means one. Above one, many workers may work on one job
+	// at once; the job then stays in its ready state while claimed, and a
 	// failed execution does not move the job.
 	MaxExecutions int
 	// Retry bounds and spaces retries; a job may override it at creation.
@@ -27,22 +27,22 @@ type Policy struct {
 	ClassifyName string
 	// RequireStart refuses a commit from an execution that was never
 	// started (Engine.Start): the execution must go LEASED → IN_PROGRESS →
-	// COMMITTED, as exactly-once executions allows, never LEASED → COMMITTED.
+	// COMMITTED, never LEASED → COMMITTED.
 	RequireStart bool
 	// FailOnLeaseLoss makes an expired lease a permanent failure of the job
 	// instead of a retryable one.
 	FailOnLeaseLoss bool
 	// LazyExpiry expires a job past its deadline as soon as anything
 	// touches it (Engine.Get or any operation, in a write of its own before
-	// the operation), not only when swept (bounty marketplace).
+	// the operation), not only when swept.
 	LazyExpiry bool
 	// DerivedState declares that the job's state is a projection of its
-	// executions (exactly-once executions): the table may hold lifecycle rules only, the
+	// executions: the table may hold lifecycle rules only, the
 	// job moves only when an execution does, and Engine.Fire is refused.
 	DerivedState bool
 	// Idempotency says when a job stops holding its idempotency key.
 	Idempotency IdempotencyPolicy
-	// RedriveFrom lists the terminal states (image generation: dead_letter) whose
+	// RedriveFrom lists the terminal states (a dead-letter state) whose
 	// jobs an operator may run again with Engine.Redrive.
 	RedriveFrom []State
 }

@@ -48,10 +48,10 @@ type BackoffKind string
 const (
 	// BackoffNone retries at once.
 	BackoffNone BackoffKind = ""
-	// BackoffFixed waits Initial before every retry (document processing: 1 s).
+	// BackoffFixed waits Initial before every retry.
 	BackoffFixed BackoffKind = "fixed"
 	// BackoffExponential waits Initial × Factor^(n-1) before retry n, capped
-	// at Max (image generation).
+	// at Max.
 	BackoffExponential BackoffKind = "exponential"
 )
 
@@ -204,7 +204,7 @@ func Retryable(err error) error {
 	return &classifiedError{err: err, class: ClassRetryable}
 }
 
-// RetryAfter marks err as retryable after d (file delivery: HTTP 429 with
+// RetryAfter marks err as retryable after d (an HTTP 429 with
 // Retry-After), instead of the backoff's delay; a d of zero keeps the
 // backoff.
 func RetryAfter(err error, d time.Duration) error {

@@ -132,7 +132,7 @@ type Write struct {
 	Effects []EffectRecord
 }
 
-// EffectRecord records that a named once-only effect of a job ran (bounty marketplace's
+// EffectRecord records that a named once-only effect of a job ran (a
 // refund): which effect, through which execution, by whom, when.
 type EffectRecord struct {
 	Name   string

@@ -230,9 +230,8 @@ func (e *Engine) loseLeases(ctx context.Context, def *Definition, c *chain, now 
 
 // RecoverWorker ends at once every live execution held by worker, as if
 // its leases had expired: for a process that restarts under the same
-// worker name and knows that whatever it held before is dead (bounty marketplace:
-// stuck judging is failed at start-up, without waiting for the leases to
-// lapse). Executions past their commit are finalized without re-applying
+// worker name and knows that whatever it held before is dead (its
+// work is failed at start-up, without waiting for the leases to lapse). Executions past their commit are finalized without re-applying
 // their effect; the others are aborted and their jobs retried or failed by
 // the retry policy. It returns what it did; a job whose write fails is
 // left for the sweep and the first such error returned.

@@ -310,10 +310,9 @@ func (w *Worker) hasFree(r *route) bool {
 	return int64(r.limit)-r.running.Load() > 0 && int64(w.limit)-w.running.Load() > 0
 }
 
-// enter marks a claim of r in flight, unless one is. One at a time: two
-// measured slower on pgstore (0.3 of the rate at 100 slots against 0.5),
-// concurrent claims skipping each other's rows and taking smaller
-// batches.
+// enter marks a claim of r in flight, unless one is. One at a time:
+// concurrent claims of one machine skip each other's rows and take
+// smaller batches.
 func (r *route) enter() bool { return r.claiming.CompareAndSwap(false, true) }
 
 // leave ends the claim marked by enter.
