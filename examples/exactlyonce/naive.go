@@ -11,7 +11,7 @@ import (
 // engine and runs the job under at-least-once delivery like Worker, but it
 // applies the effect itself, straight to the ledger, before it reports, and
 // so bypasses the commit boundary. It exists to reproduce the failure mode
-// (TestFM001): when its lease expires mid-job and another execution runs
+// (TestDuplicateRetryAppliesOnceThroughTheCommit): when its lease expires mid-job and another execution runs
 // the same job, both apply the effect. Do not write workers like it.
 type NaiveWorker struct {
 	Name  string

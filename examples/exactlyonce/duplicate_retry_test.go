@@ -79,11 +79,12 @@ func fm001Schedule(t *testing.T, mk func(*World, string) applier, aWakesFirst bo
 	return f, job, errA, errB
 }
 
-// TestFM001 reproduces FM_001, the double effect of a duplicate retry,
-// with a naive at-least-once worker that applies its effect outside the
-// commit boundary; then runs the same schedule through the engine's commit
-// boundary, which applies the effect once.
-func TestFM001(t *testing.T) {
+// TestDuplicateRetryAppliesOnceThroughTheCommit reproduces the double
+// effect of a duplicate retry (FM_001) with a naive at-least-once worker
+// that applies its effect outside the commit boundary; then runs the same
+// schedule through the engine's commit boundary, which applies the effect
+// once.
+func TestDuplicateRetryAppliesOnceThroughTheCommit(t *testing.T) {
 	for _, order := range []struct {
 		name        string
 		aWakesFirst bool
