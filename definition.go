@@ -124,7 +124,6 @@ type EffectSpec struct {
 type Definition struct {
 	name    string
 	states  []stateInfo
-	ruleFx  bool // some rule has an Effect
 	byName  map[State]int
 	rules   []Rule
 	start   int
@@ -186,7 +185,6 @@ func NewDefinition(spec Spec) (*Definition, error) {
 	for i, r := range spec.Rules {
 		r.From = append([]State(nil), r.From...)
 		d.rules[i] = r
-		d.ruleFx = d.ruleFx || r.Effect != nil
 		for _, f := range r.From {
 			si := d.byName[f]
 			d.states[si].out = append(d.states[si].out, edge{event: r.Event, to: d.byName[r.To], rule: i, guard: r.Guard})

@@ -337,9 +337,7 @@ func (c *chain) add(w Write) {
 		}
 	}
 	c.cur.Executions = execs
-	if c.p != nil {
-		c.p.keep(len(c.w.Transitions), c.w)
-	}
+	c.p.keep(len(c.w.Transitions), c.w)
 }
 
 // expire applies lazy expiry to one job: its expire rule if its deadline
