@@ -33,7 +33,7 @@ func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstat
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			jobs, snap, err := s.claimSnapshots(ctx, tx, "SAVEPOINT jobstate_offer", q.Machine, now, nowNs, passed, 1)
+			jobs, snap, err := s.claimSnapshots(ctx, tx, "claim", "SAVEPOINT jobstate_offer", q.Machine, now, nowNs, passed, 1)
 			if err != nil {
 				return nil, err
 			}
@@ -66,11 +66,12 @@ func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstat
 
 // claimSnapshots locks up to n due ready jobs of machine in claim order,
 // not in excluded, and reads their executions and effects, in one round
-// trip (after prefix, a statement sent first when not empty). The claim
+// trip (after prefix, a statement sent first when not empty); what names
+// the operation in errors. The claim
 // statement leaves the ids it locked in a transaction-local setting, so
 // that the reads, later statements of the same batch, run after the locks
 // were granted and see the jobs' last versions.
-func (s *Store) claimSnapshots(ctx context.Context, tx pgx.Tx, prefix, machine string, now pgtype.Timestamptz, nowNs int16, excluded []uuid.UUID, n int) ([]jobstate.Job, []jobstate.Snapshot, error) {
+func (s *Store) claimSnapshots(ctx context.Context, tx pgx.Tx, what, prefix, machine string, now pgtype.Timestamptz, nowNs int16, excluded []uuid.UUID, n int) ([]jobstate.Job, []jobstate.Snapshot, error) {
 	b := &pgx.Batch{}
 	if prefix != "" {
 		b.Queue(prefix)
@@ -132,7 +133,7 @@ func (s *Store) claimSnapshots(ctx context.Context, tx pgx.Tx, prefix, machine s
 		err = cerr
 	}
 	if err != nil {
-		return nil, nil, s.fail(ctx, "claim", err)
+		return nil, nil, s.fail(ctx, what, err)
 	}
 	return jobs, snaps, nil
 }
@@ -173,7 +174,7 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 			if q.Limit > 0 && q.Limit-offers < want {
 				want = q.Limit - offers
 			}
-			jobs, snaps, err := s.claimSnapshots(ctx, tx, "", q.Machine, now, nowNs, excluded, want)
+			jobs, snaps, err := s.claimSnapshots(ctx, tx, "claim batch", "", q.Machine, now, nowNs, excluded, want)
 			if err != nil {
 				return nil, err
 			}

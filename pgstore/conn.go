@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"sync/atomic"
 
@@ -20,7 +19,9 @@ const beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED"
 // after the batch's statements.
 type ender interface {
 	pgx.Tx
-	commitWith(ctx context.Context, b *pgx.Batch) error
+	// commitWith returns, with an error, where it arose: atCommit
+	// when the error may have come after a COMMIT ran.
+	commitWith(ctx context.Context, b *pgx.Batch) (phase, error)
 }
 
 // connTx is a transaction of the store: its own, on a pooled connection
@@ -122,35 +123,50 @@ func (t *connTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 // commitWith sends b (nil: nothing) and the last statement (COMMIT or
 // RELEASE) in one round trip, and releases the connection. A COMMIT that
 // rolled back (the transaction had failed) is pgx.ErrTxCommitRollback.
-func (t *connTx) commitWith(ctx context.Context, b *pgx.Batch) error {
+// The phase of an error is atCommit when it may have come after the
+// COMMIT of a transaction of the store's own ran (commitPhase); a
+// savepoint's RELEASE commits nothing.
+func (t *connTx) commitWith(ctx context.Context, b *pgx.Batch) (phase, error) {
 	if err := t.live(); err != nil {
-		return err
+		return inTransaction, err
 	}
 	if t.pending && (b == nil || b.Len() == 0) {
 		// Nothing was ever sent: there is nothing to end.
 		t.finish()
-		return nil
+		return inTransaction, nil
 	}
 	if b == nil {
 		b = &pgx.Batch{}
 	}
-	queueCommit(b, t.end)
+	reached := false
+	queueCommit(b, t.end, &reached)
 	err := t.SendBatch(ctx, b).Close()
 	if err == nil {
 		t.finish()
+		return inTransaction, nil
 	}
-	return err
+	if t.conn == nil {
+		return inTransaction, err
+	}
+	return commitPhase(err, reached), err
 }
 
 // queueCommit queues the statement that ends a transaction (or a
-// savepoint), checking that it did not roll back instead.
-func queueCommit(b *pgx.Batch, sql string) {
-	b.Queue(sql).Exec(func(ct pgconn.CommandTag) error {
+// savepoint), checking that it did not roll back instead. *reached is
+// set when its answer is read (before the batch's error, if any, is
+// known to be its own).
+func queueCommit(b *pgx.Batch, sql string, reached *bool) {
+	b.Queue(sql).Fn = func(br pgx.BatchResults) error {
+		*reached = true
+		ct, err := br.Exec()
+		if err != nil {
+			return err
+		}
 		if ct.String() == "ROLLBACK" {
 			return pgx.ErrTxCommitRollback
 		}
 		return nil
-	})
+	}
 }
 
 // finish marks t ended and releases its connection.
@@ -164,7 +180,10 @@ func (t *connTx) finish() {
 }
 
 // Commit ends the transaction, keeping what it wrote.
-func (t *connTx) Commit(ctx context.Context) error { return t.commitWith(ctx, nil) }
+func (t *connTx) Commit(ctx context.Context) error {
+	_, err := t.commitWith(ctx, nil)
+	return err
+}
 
 // Rollback undoes the transaction on a context of its own. A pooled
 // connection whose rollback failed is closed by the pool, which makes
@@ -263,23 +282,16 @@ func (t *connTx) Conn() *pgx.Conn {
 
 // endWith sends b (nil: nothing) and ends tx: in the same round trip for
 // the store's own transactions and savepoints, else (a savepoint of a
-// caller's pgx transaction) by a Commit after the batch.
-func endWith(ctx context.Context, tx pgx.Tx, b *pgx.Batch) error {
+// caller's pgx transaction, which commits nothing) by a Commit after the
+// batch. The phase of an error is that of commitWith.
+func endWith(ctx context.Context, tx pgx.Tx, b *pgx.Batch) (phase, error) {
 	if e, ok := tx.(ender); ok {
 		return e.commitWith(ctx, b)
 	}
 	if b != nil && b.Len() > 0 {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
+			return inTransaction, err
 		}
 	}
-	return tx.Commit(ctx)
-}
-
-// isServerError reports whether err came from the server (the statement
-// failed there, and what followed it in its batch was not run), rather
-// than from a lost connection, after which a COMMIT sent may have run.
-func isServerError(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) || errors.Is(err, pgx.ErrTxCommitRollback)
+	return inTransaction, tx.Commit(ctx)
 }

@@ -146,6 +146,10 @@ func (g *grouper) update(ctx context.Context, id uuid.UUID, fn jobstate.UpdateFu
 	m.ret <- r
 	res := <-m.res
 	if r.err != nil {
+		if res.err != nil {
+			// The function met the loss of the group's connection.
+			return jobstate.Job{}, res.err
+		}
 		return jobstate.Job{}, r.err
 	}
 	return res.job, res.err
@@ -219,10 +223,13 @@ type group struct {
 	// nothing: they go in a few statements for all (multi.go), in the
 	// COMMIT's round trip; fast keeps them to be sent one by one if
 	// that fails.
-	many   multiWrite
-	fast   []fastWrite
-	broken error // the transaction failed as a whole
-	dirty  bool  // a nested store call ran: reread the snapshots
+	many multiWrite
+	fast []fastWrite
+	// broken is the driver's error when the transaction failed as a
+	// whole, which arose in brokenAt; errFor maps it for each member.
+	broken   error
+	brokenAt phase
+	dirty    bool // a nested store call ran: reread the snapshots
 }
 
 // fastWrite is a member's write in many.
@@ -362,7 +369,7 @@ func (grp *group) spName(i int) string { return "pgstore_g" + strconv.Itoa(i) }
 func (grp *group) runMember(i int) {
 	s, m := grp.s, grp.members[i]
 	if grp.broken != nil {
-		m.turn <- turn{err: grp.broken}
+		m.turn <- turn{err: grp.errFor(m)}
 		return
 	}
 	if err := m.ctx.Err(); err != nil {
@@ -374,7 +381,7 @@ func (grp *group) runMember(i int) {
 		// read their snapshots again (they are locked by the group).
 		grp.dirty = false
 		if err := grp.send(false); err != nil {
-			m.turn <- turn{err: err}
+			m.turn <- turn{err: grp.errFor(m)}
 			return
 		}
 		ids := make([]uuid.UUID, 0, len(grp.members)-i)
@@ -383,8 +390,8 @@ func (grp *group) runMember(i int) {
 		}
 		snaps, err := s.groupSnapshots(grp.tx, s.sql.lockMany, ids)
 		if err != nil {
-			grp.broken = s.fail(m.ctx, "update", err)
-			m.turn <- turn{err: grp.broken}
+			grp.breakWith(err, inTransaction)
+			m.turn <- turn{err: grp.errFor(m)}
 			return
 		}
 		for j := i; j < len(grp.members); j++ {
@@ -399,14 +406,14 @@ func (grp *group) runMember(i int) {
 	lazy.nested = func() { grp.dirty = true }
 	lazy.before = func(context.Context) error {
 		if err := grp.send(false); err != nil {
-			return err
+			return grp.errFor(m)
 		}
 		if grp.sp && !grp.spSent[i] {
 			ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
 			defer cancel()
 			if _, err := grp.tx.Exec(ctx, "SAVEPOINT "+grp.spName(i)); err != nil {
-				grp.broken = s.fail(m.ctx, "update", err)
-				return grp.broken
+				grp.breakWith(err, inTransaction)
+				return grp.errFor(m)
 			}
 			grp.spSent[i] = true
 		}
@@ -415,8 +422,12 @@ func (grp *group) runMember(i int) {
 	m.turn <- turn{snap: snap, fctx: s.fnContext(m.ctx, lazy)}
 	r := <-m.ret
 	if r.err != nil {
-		// The caller has returned its function's error.
+		// The caller returns its function's error, or errs[i]: the loss
+		// of the group's connection the function met.
 		grp.undo(i)
+		if lostWith(m.ctx, grp.tx.Conn(), r.err) {
+			grp.errs[i] = &jobstate.UnavailableError{Op: "update", Err: r.err}
+		}
 		return
 	}
 	fail := func(err error) {
@@ -517,8 +528,9 @@ func (grp *group) send(final bool) error {
 				owner = append(owner, si)
 			}
 		}
+		reached := false
 		if final {
-			queueCommit(b, "COMMIT")
+			queueCommit(b, "COMMIT", &reached)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), grp.s.opts.CommitTimeout)
 		err := grp.tx.SendBatch(ctx, b).Close()
@@ -530,17 +542,19 @@ func (grp *group) send(final bool) error {
 			}
 			return nil
 		}
-		if done >= len(owner) || !isServerError(err) || !grp.sp {
+		if done >= len(owner) || !isDefinite(err) || !grp.sp {
 			// The COMMIT failed, the connection was lost, or the only
 			// member was refused: the transaction fails as a whole.
-			grp.broken = grp.wrapBroken(err)
-			return grp.broken
+			ph := inTransaction
+			if final {
+				ph = commitPhase(err, reached)
+			}
+			return grp.breakWith(err, ph)
 		}
 		k := owner[done]
 		seg := segs[k]
 		if seg.member < 0 {
-			grp.broken = grp.wrapBroken(err)
-			return grp.broken
+			return grp.breakWith(err, inTransaction)
 		}
 		// The statement failed inside the member's savepoint (its first
 		// statement, the SAVEPOINT itself, cannot fail in a live
@@ -550,16 +564,14 @@ func (grp *group) send(final bool) error {
 			first--
 		}
 		if !grp.spSent[seg.member] && done == first {
-			grp.broken = grp.wrapBroken(err)
-			return grp.broken
+			return grp.breakWith(err, inTransaction)
 		}
 		name := grp.spName(seg.member)
 		ctx, cancel = context.WithTimeout(context.Background(), grp.s.opts.CommitTimeout)
 		_, rerr := grp.tx.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT "+name+"; RELEASE SAVEPOINT "+name)
 		cancel()
 		if rerr != nil {
-			grp.broken = grp.wrapBroken(rerr)
-			return grp.broken
+			return grp.breakWith(rerr, inTransaction)
 		}
 		m := grp.members[seg.member]
 		grp.ok[seg.member] = false
@@ -569,11 +581,17 @@ func (grp *group) send(final bool) error {
 	return nil
 }
 
-func (grp *group) wrapBroken(err error) error {
-	if isServerError(err) {
-		return err
-	}
-	return fmt.Errorf("commit failed; if the connection was lost the write may have been applied: %w", err)
+// breakWith fails the transaction as a whole with err, the driver's
+// error, which arose in ph; it returns err.
+func (grp *group) breakWith(err error, ph phase) error {
+	grp.broken, grp.brokenAt = err, ph
+	return err
+}
+
+// errFor is the error of member m when the transaction failed as a
+// whole, mapped as for an Update of its own (wrapErr).
+func (grp *group) errFor(m *member) error {
+	return wrapErr(m.ctx, "update", grp.broken, grp.brokenAt)
 }
 
 // finish commits the group and answers the members whose writes are in
@@ -593,7 +611,7 @@ func (grp *group) finish() {
 		case !grp.ok[i]:
 			m.res <- result{err: grp.errs[i]}
 		case err != nil:
-			m.res <- result{err: grp.s.fail(m.ctx, "update", err)}
+			m.res <- result{err: grp.errFor(m)}
 		default:
 			m.res <- result{job: grp.out[i]}
 		}
@@ -611,13 +629,13 @@ func (grp *group) sendMany() error {
 		b.Queue("SAVEPOINT pgstore_w")
 	}
 	if err := s.queueMulti(b, &grp.many); err != nil {
-		grp.broken = err
-		return err
+		return grp.breakWith(err, inTransaction)
 	}
 	if grp.sp {
 		b.Queue("RELEASE SAVEPOINT pgstore_w")
 	}
-	queueCommit(b, "COMMIT")
+	reached := false
+	queueCommit(b, "COMMIT", &reached)
 	done := 0
 	for _, qq := range b.QueuedQueries {
 		fn := qq.Fn
@@ -641,23 +659,20 @@ func (grp *group) sendMany() error {
 		grp.tx.finish()
 		return nil
 	}
-	if !grp.sp || !isServerError(err) || done == 0 || done >= b.Len()-2 {
-		grp.broken = grp.wrapBroken(err)
-		return grp.broken
+	if !grp.sp || !isDefinite(err) || done == 0 || done >= b.Len()-2 {
+		return grp.breakWith(err, commitPhase(err, reached))
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), s.opts.CommitTimeout)
 	_, rerr := grp.tx.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT pgstore_w; RELEASE SAVEPOINT pgstore_w")
 	cancel()
 	if rerr != nil {
-		grp.broken = grp.wrapBroken(rerr)
-		return grp.broken
+		return grp.breakWith(rerr, inTransaction)
 	}
 	for _, f := range grp.fast {
 		i := f.member
 		b := &pgx.Batch{}
 		if err := s.queueWrite(b, f.cur, &f.w, &grp.out[i]); err != nil {
-			grp.broken = err
-			return err
+			return grp.breakWith(err, inTransaction)
 		}
 		seg := segment{member: i, stmts: []stmt{{sql: "SAVEPOINT " + grp.spName(i)}}}
 		for _, qq := range b.QueuedQueries {

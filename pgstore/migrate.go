@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobstate/jobstate"
 )
 
 //go:embed migrations/*.sql
@@ -70,26 +72,32 @@ const SchemaVersion = 2
 // table jobstate_migrations of the schema. A schema whose recorded version
 // is above SchemaVersion (written by a newer release) is refused with an
 // error and left unchanged.
+//
+// A nil pool is refused with jobstate.ErrInvalidArgument. A server that
+// cannot be reached gives a *jobstate.UnavailableError, as the store's
+// methods do: with MayHaveApplied set when the connection was lost after
+// the COMMIT was sent (Migrate may then simply be called again).
 func Migrate(ctx context.Context, pool *pgxpool.Pool, opts Options) ([]int, error) {
 	if pool == nil {
-		return nil, fmt.Errorf("pgstore: Migrate: nil pool")
+		return nil, fmt.Errorf("%w: pgstore: Migrate: nil pool", jobstate.ErrInvalidArgument)
 	}
 	all, err := migrations()
 	if err != nil {
 		return nil, err
 	}
 	schema := opts.schema()
+	what := fmt.Sprintf("migrate: schema %q", schema)
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: migrate schema %q: %w", schema, err)
+		return nil, wrapErr(ctx, what, err, inTransaction)
 	}
 	defer rollback(tx)
 	applied, err := migrateTx(ctx, tx, schema, all)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: migrate schema %q: %w", schema, err)
+		return nil, wrapErr(ctx, what, err, inTransaction)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("pgstore: migrate schema %q: commit: %w", schema, err)
+		return nil, wrapErr(ctx, what+": commit", err, atCommit)
 	}
 	return applied, nil
 }

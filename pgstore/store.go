@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -74,12 +73,26 @@ func (o Options) schema() string {
 // whatever the caller's context.
 const cleanupTimeout = 5 * time.Second
 
-// Store is a jobstate.Store on PostgreSQL (version 12 or later), with the
-// optional capabilities Counter, Pruner, BatchClaimer, Notifier and
-// Lister. Every method is one transaction on a connection of its pool
-// (or a savepoint of the transaction its context carries: see WithTx and
-// Tx); the engine's functions run inside it, with jobstate's savepoints,
-// so that effects writing through Tx commit with the job or not at all.
+// Store is a jobstate.Store on PostgreSQL (version 12 or later), with
+// every optional capability of jobstate: Counter, Pruner, BatchClaimer,
+// BatchCreator, Notifier and Lister. Every method is one transaction on
+// a connection of its pool (or a savepoint of the transaction its
+// context carries: see WithTx and Tx); the engine's functions run inside
+// it, with jobstate's savepoints, so that effects writing through Tx
+// commit with the job or not at all.
+//
+// A method that cannot reach the server (it cannot connect, the
+// connection is lost, the server is shutting down or not yet accepting
+// connections) returns a *jobstate.UnavailableError, which matches
+// jobstate.ErrUnavailable. Its MayHaveApplied is set when the connection
+// was lost, or the commit timed out (Options.CommitTimeout), once the
+// write's COMMIT may have been sent (for Prune outside a caller's
+// transaction, its statement), so that the write may have been applied;
+// the error then matches jobstate.ErrOutcomeUnknown too. Otherwise
+// nothing was written. A caller's context that ends first gives its own
+// error, as ever, except once a COMMIT was sent: its outcome is unknown
+// whatever the context. See docs/store.md, "When the server cannot be
+// reached".
 //
 // The schema must have been brought to SchemaVersion by Migrate. A Store
 // is safe for concurrent use; Close ends its notification listener.
@@ -172,8 +185,10 @@ func (s *Store) GroupsWrites() bool { return s.group != nil }
 // the one ctx carries. body returns the batch of the call's writes (nil:
 // none), which is sent with the COMMIT (or the savepoint's RELEASE) in
 // one round trip, on a context that outlives ctx by at most
-// CommitTimeout. body's error is returned as it is, after a rollback; an
-// error of the writes is mapped by fail, labelled what.
+// CommitTimeout. body's error is returned as it is, after a rollback
+// (unless it is the loss of the call's connection: bodyError); an error
+// of the writes is mapped by wrapErr, labelled what, in the phase
+// endWith gives.
 func (s *Store) inTx(ctx context.Context, what string, body func(tx pgx.Tx) (*pgx.Batch, error)) error {
 	return s.inTxSync(ctx, what, true, body)
 }
@@ -186,11 +201,12 @@ const asyncCommit = "SET LOCAL synchronous_commit = off"
 // commits without waiting for its WAL flush.
 func (s *Store) inTxSync(ctx context.Context, what string, durable bool, body func(tx pgx.Tx) (*pgx.Batch, error)) error {
 	var tx pgx.Tx
-	own := true
 	if o := outer(ctx, s.pool); o != nil {
+		if _, bad := o.(nilTx); bad {
+			return fmt.Errorf("pgstore: %s: %w", what, errNilTx)
+		}
 		// A savepoint of the caller's transaction, sent with the first
 		// statements and released with the last.
-		own = false
 		if l, ok := o.(*lazyTx); ok && l.nested != nil {
 			l.nested()
 		}
@@ -198,7 +214,7 @@ func (s *Store) inTxSync(ctx context.Context, what string, durable bool, body fu
 	} else {
 		t, err := s.beginConn(ctx)
 		if err != nil {
-			return s.fail(ctx, "begin", err)
+			return s.fail(ctx, what, err)
 		}
 		if !durable {
 			t.also = asyncCommit
@@ -207,17 +223,15 @@ func (s *Store) inTxSync(ctx context.Context, what string, durable bool, body fu
 	}
 	b, err := body(tx)
 	if err != nil {
+		err = bodyError(ctx, what, tx.Conn(), err)
 		rollback(tx)
 		return err
 	}
 	cctx, cancel := s.afterFn(ctx)
 	defer cancel()
-	if err := endWith(cctx, tx, b); err != nil {
+	if ph, err := endWith(cctx, tx, b); err != nil {
 		rollback(tx)
-		if own && !isServerError(err) {
-			return fmt.Errorf("pgstore: %s: commit failed; if the connection was lost the write may have been applied: %w", what, err)
-		}
-		return s.fail(ctx, what, err)
+		return wrapErr(ctx, what, err, ph)
 	}
 	return nil
 }
@@ -233,34 +247,6 @@ func rollback(tx pgx.Tx) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	_ = tx.Rollback(ctx)
-}
-
-// fail wraps a database error: constraint violations as the store's
-// sentinel errors, a done context as its error.
-func (s *Store) fail(ctx context.Context, what string, err error) error {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		switch {
-		case pe.Code == "23505" && pe.ConstraintName == "jobs_pkey":
-			return fmt.Errorf("pgstore: %s: %w: %w", what, jobstate.ErrDuplicateJob, err)
-		case pe.Code == "23505" && pe.ConstraintName == "transitions_pkey":
-			return fmt.Errorf("pgstore: %s: %w: %w", what, jobstate.ErrVersionConflict, err)
-		case pe.Code == "23505" && pe.ConstraintName == "executions_one_commit":
-			return fmt.Errorf("pgstore: %s: %w: %w", what, jobstate.ErrAlreadyCommitted, err)
-		case pe.Code == "23505" && pe.ConstraintName == "effects_pkey":
-			return fmt.Errorf("pgstore: %s: %w: %w", what, jobstate.ErrEffectApplied, err)
-		case pe.Code == "22012":
-			// The update guard: no row at the version read under the lock.
-			return fmt.Errorf("pgstore: %s: %w: the job changed under its lock: %w", what, jobstate.ErrVersionConflict, err)
-		case pe.Code == "23514" || pe.Code == "22003" || pe.Code == "22008" || pe.Code == "22P05" || pe.Code == "22021":
-			// CHECK, out of range, bad datetime, bad characters.
-			return fmt.Errorf("pgstore: %s: %w: %w", what, jobstate.ErrInvalidArgument, err)
-		}
-	}
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("pgstore: %s: %w: %w", what, cerr, err)
-	}
-	return fmt.Errorf("pgstore: %s: %w", what, err)
 }
 
 // Get implements jobstate.Store.
@@ -282,11 +268,12 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (jobstate.Job, error) {
 	return jobs[0], nil
 }
 
-// exists reports whether the job is stored, for reads that found no row.
-func (s *Store) exists(ctx context.Context, id uuid.UUID) error {
+// exists reports whether the job is stored, for the read what that found
+// no row.
+func (s *Store) exists(ctx context.Context, what string, id uuid.UUID) error {
 	var ok bool
 	if err := s.q(ctx).QueryRow(ctx, s.sql.exists, id).Scan(&ok); err != nil {
-		return s.fail(ctx, "get", err)
+		return s.fail(ctx, what, err)
 	}
 	if !ok {
 		return fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
@@ -308,7 +295,7 @@ func (s *Store) Executions(ctx context.Context, id uuid.UUID) ([]jobstate.Execut
 		return nil, s.fail(ctx, "executions", err)
 	}
 	if len(out) == 0 {
-		return nil, s.exists(ctx, id)
+		return nil, s.exists(ctx, "executions", id)
 	}
 	return out, nil
 }
@@ -327,7 +314,7 @@ func (s *Store) History(ctx context.Context, id uuid.UUID) ([]jobstate.Transitio
 		return nil, s.fail(ctx, "history", err)
 	}
 	if len(out) == 0 {
-		return nil, s.exists(ctx, id)
+		return nil, s.exists(ctx, "history", id)
 	}
 	return out, nil
 }
@@ -346,7 +333,7 @@ func (s *Store) Effects(ctx context.Context, id uuid.UUID) ([]jobstate.EffectRec
 		return nil, s.fail(ctx, "effects", err)
 	}
 	if len(out) == 0 {
-		return nil, s.exists(ctx, id)
+		return nil, s.exists(ctx, "effects", id)
 	}
 	return out, nil
 }
@@ -452,6 +439,12 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, er
 		return 0, err
 	}
 	cut, cutNs := encTime(before)
+	// Each statement outside a caller's transaction commits by itself:
+	// a connection lost in it leaves its deletions unknown.
+	ph := atCommit
+	if outer(ctx, s.pool) != nil {
+		ph = inTransaction
+	}
 	n := 0
 	for limit <= 0 || n < limit {
 		batch := pruneBatch
@@ -460,7 +453,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, er
 		}
 		var deleted int64
 		if err := s.q(ctx).QueryRow(ctx, s.sql.prune, cut, cutNs, batch).Scan(&deleted); err != nil {
-			return n, s.fail(ctx, "prune", err)
+			return n, wrapErr(ctx, "prune", err, ph)
 		}
 		n += int(deleted)
 		if int(deleted) < batch {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobstate/jobstate"
 )
 
 // txKey is the context key of the transaction a store call joins.
@@ -33,9 +36,54 @@ type joined struct {
 // must not be used by anything else while a method runs, and must belong
 // to the database the store was made for. Notifications of jobs made
 // ready in tx are delivered when tx commits.
+//
+// A nil tx (or a nil pointer of a pgx.Tx type) is refused: every Store
+// method called with the returned context fails with
+// jobstate.ErrInvalidArgument, sending nothing and calling no function,
+// rather than running outside the transaction the caller meant.
 func WithTx(ctx context.Context, tx pgx.Tx) context.Context {
+	if isNilTx(tx) {
+		tx = nilTx{}
+	}
 	return context.WithValue(ctx, txKey{}, joined{tx: tx})
 }
+
+// isNilTx reports whether tx is nil or a nil pointer.
+func isNilTx(tx pgx.Tx) bool {
+	if tx == nil {
+		return true
+	}
+	v := reflect.ValueOf(tx)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// errNilTx is the error of a store call whose context WithTx gave a nil
+// transaction.
+var errNilTx = fmt.Errorf("%w: pgstore: WithTx: nil transaction", jobstate.ErrInvalidArgument)
+
+// nilTx stands for the nil transaction given to WithTx: every statement
+// fails with errNilTx.
+type nilTx struct{}
+
+var _ pgx.Tx = nilTx{}
+
+func (nilTx) Begin(context.Context) (pgx.Tx, error) { return nil, errNilTx }
+func (nilTx) Commit(context.Context) error          { return errNilTx }
+func (nilTx) Rollback(context.Context) error        { return errNilTx }
+func (nilTx) CopyFrom(context.Context, pgx.Identifier, []string, pgx.CopyFromSource) (int64, error) {
+	return 0, errNilTx
+}
+func (nilTx) SendBatch(context.Context, *pgx.Batch) pgx.BatchResults { return errBatch{errNilTx} }
+func (nilTx) LargeObjects() pgx.LargeObjects                         { return pgx.LargeObjects{} }
+func (nilTx) Prepare(context.Context, string, string) (*pgconn.StatementDescription, error) {
+	return nil, errNilTx
+}
+func (nilTx) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errNilTx
+}
+func (nilTx) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, errNilTx }
+func (nilTx) QueryRow(context.Context, string, ...any) pgx.Row        { return errRow{errNilTx} }
+func (nilTx) Conn() *pgx.Conn                                         { return nil }
 
 // Tx returns the transaction of the store call whose function (an engine
 // operation's effects, guards and nested calls) was given ctx, or the
@@ -51,6 +99,9 @@ func WithTx(ctx context.Context, tx pgx.Tx) context.Context {
 func Tx(ctx context.Context) (pgx.Tx, bool) {
 	j, ok := ctx.Value(txKey{}).(joined)
 	if !ok || j.tx == nil {
+		return nil, false
+	}
+	if _, bad := j.tx.(nilTx); bad {
 		return nil, false
 	}
 	return j.tx, true
@@ -301,7 +352,7 @@ func (d detachedTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	return detachedTx{tx}, nil
 }
 
-func (d detachedTx) commitWith(ctx context.Context, b *pgx.Batch) error {
+func (d detachedTx) commitWith(ctx context.Context, b *pgx.Batch) (phase, error) {
 	return endWith(context.WithoutCancel(ctx), d.tx, b)
 }
 

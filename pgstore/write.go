@@ -147,7 +147,7 @@ func (s *Store) lockSnapshot(ctx context.Context, tx pgx.Tx, id uuid.UUID, lockS
 		err = cerr
 	}
 	if err != nil {
-		return nil, s.fail(ctx, "locking the job", err)
+		return nil, s.fail(ctx, "update: locking the job", err)
 	}
 	if snap == nil {
 		return nil, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
