@@ -27,32 +27,32 @@ func RunBatch(t *testing.T, newStore NewStore) {
 }
 
 func testBatchOrder(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DeliverySpec())
+	f := newFixture(t, newStore, nil, m.TransferSpec())
 	var want []uuid.UUID
-	low := f.create("delivery", jobstate.NewJob{})
+	low := f.create("transfer", jobstate.NewJob{})
 	f.clock.Advance(time.Second)
-	high := f.create("delivery", jobstate.NewJob{Priority: 3})
-	later := f.create("delivery", jobstate.NewJob{NotBefore: f.clock.Now().Add(time.Hour)})
-	other := f.create("delivery", jobstate.NewJob{})
+	high := f.create("transfer", jobstate.NewJob{Priority: 3})
+	later := f.create("transfer", jobstate.NewJob{NotBefore: f.clock.Now().Add(time.Hour)})
+	other := f.create("transfer", jobstate.NewJob{})
 	want = append(want, high.ID, low.ID)
-	got, err := f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "delivery", Worker: "w"}, 2)
+	got, err := f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 2)
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	for i, c := range got {
 		assert.Equal(t, want[i], c.Job.ID, "claim order")
-		assert.Equal(t, m.DClaimed, c.Job.State)
+		assert.Equal(t, m.TClaimed, c.Job.State)
 		assert.Equal(t, c.Job, f.get(c.Job.ID), "the job returned is the job written")
 		_, err := f.eng.Heartbeat(f.ctx, c.Lease)
 		assert.NoError(t, err, "each claim has its own live lease")
 	}
-	got, err = f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "delivery", Worker: "w"}, 10)
+	got, err = f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 10)
 	require.NoError(t, err)
 	require.Len(t, got, 1, "fewer than asked when fewer are due")
 	assert.Equal(t, other.ID, got[0].Job.ID)
-	_, err = f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "delivery", Worker: "w"}, 10)
+	_, err = f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 10)
 	assert.ErrorIs(t, err, jobstate.ErrNoJob)
-	assert.Equal(t, m.DQueued, f.get(later.ID).State, "a job not yet due is not taken")
-	_, err = f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "delivery", Worker: "w"}, 0)
+	assert.Equal(t, m.TQueued, f.get(later.ID).State, "a job not yet due is not taken")
+	_, err = f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 0)
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 }
 
@@ -126,10 +126,10 @@ func testBatchError(t *testing.T, newStore NewStore) {
 // testBatchConcurrent: batches claimed at once never share a job, and
 // together take every job.
 func testBatchConcurrent(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DeliverySpec())
+	f := newFixture(t, newStore, nil, m.TransferSpec())
 	const n = 400
 	for i := 0; i < n; i++ {
-		f.create("delivery", jobstate.NewJob{})
+		f.create("transfer", jobstate.NewJob{})
 	}
 	var mu sync.Mutex
 	seen := make(map[uuid.UUID]int)
@@ -139,7 +139,7 @@ func testBatchConcurrent(t *testing.T, newStore NewStore) {
 		go func() {
 			defer wg.Done()
 			for {
-				got, err := f.eng.ClaimMany(context.Background(), jobstate.ClaimRequest{Machine: "delivery", Worker: "w"}, 7)
+				got, err := f.eng.ClaimMany(context.Background(), jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 7)
 				if errors.Is(err, jobstate.ErrNoJob) {
 					return
 				}
@@ -172,12 +172,12 @@ func RunNotify(t *testing.T, newStore NewStore) {
 		t.Skip("the store has no Notifier capability")
 	}
 	clock := jobstate.NewManualClock(Epoch)
-	eng, err := jobstate.New(store, jobstate.WithClock(clock), jobstate.WithMachines(m.Docs(), m.Must(m.DeliverySpec())))
+	eng, err := jobstate.New(store, jobstate.WithClock(clock), jobstate.WithMachines(m.Queue(), m.Must(m.TransferSpec())))
 	require.NoError(t, err)
 	ctx := context.Background()
-	ch, stop, err := nt.Subscribe(ctx, "delivery")
+	ch, stop, err := nt.Subscribe(ctx, "transfer")
 	require.NoError(t, err)
-	others, stopOthers, err := nt.Subscribe(ctx, "docs")
+	others, stopOthers, err := nt.Subscribe(ctx, "queue")
 	require.NoError(t, err)
 	defer stopOthers()
 	drain := func(c <-chan struct{}) {
@@ -200,12 +200,12 @@ func RunNotify(t *testing.T, newStore NewStore) {
 		}
 	}
 	drain(ch)
-	_, err = eng.Create(ctx, jobstate.NewJob{Machine: "delivery"})
+	_, err = eng.Create(ctx, jobstate.NewJob{Machine: "transfer"})
 	require.NoError(t, err)
 	wait(ch, "a job created ready")
 
 	// A job retried back to ready is signalled too.
-	cl, err := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "delivery", Worker: "w"})
+	cl, err := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w"})
 	require.NoError(t, err)
 	_, err = eng.Advance(ctx, cl.Lease, m.StartDownload, jobstate.Call{})
 	require.NoError(t, err)
@@ -214,10 +214,10 @@ func RunNotify(t *testing.T, newStore NewStore) {
 	require.NoError(t, err)
 	wait(ch, "a job retried to ready")
 
-	// A docs job created in its initial state is not claimable: the docs
-	// subscriber hears of it only when it is submitted.
+	// A queue job created in its initial state is not claimable: the
+	// queue's subscriber hears of it only when it is submitted.
 	drain(others)
-	c, err := eng.Create(ctx, jobstate.NewJob{Machine: "docs"})
+	c, err := eng.Create(ctx, jobstate.NewJob{Machine: "queue"})
 	require.NoError(t, err)
 	_, err = eng.Fire(ctx, c.Job.ID, m.Submit, jobstate.Call{})
 	require.NoError(t, err)

@@ -35,11 +35,11 @@ func RunCreateBatch(t *testing.T, newStore NewStore) {
 	})
 }
 
-// bulkSpec is file delivery's machine with a creation guard that refuses
+// bulkSpec is the transfer machine with a creation guard that refuses
 // the payload "bad" and a creation effect that fails on "boom" and counts
 // its runs.
 func bulkSpec(effects *counter) jobstate.Spec {
-	spec := m.DeliverySpec()
+	spec := m.TransferSpec()
 	spec.Create = jobstate.CreateSpec{
 		Guard: func(_ context.Context, in jobstate.GuardInput) error {
 			if string(in.Job.Payload) == "bad" {
@@ -124,9 +124,9 @@ func testCreateManyOrder(t *testing.T, newStore NewStore) {
 	f := newFixture(t, newStore, []jobstate.Option{jobstate.WithIDs(ids.gen), observer}, bulkSpec(&fx))
 	payload := []byte("p1")
 	jobs := []jobstate.NewJob{
-		{Machine: "delivery", Payload: payload, Priority: 1, Actor: "importer", Reason: "bulk load"},
-		{Machine: "delivery", Payload: []byte("p2"), Priority: 5, Owner: "alice"},
-		{Machine: "delivery", Payload: []byte("p3"), NotBefore: Epoch.Add(time.Hour)},
+		{Machine: "transfer", Payload: payload, Priority: 1, Actor: "importer", Reason: "bulk load"},
+		{Machine: "transfer", Payload: []byte("p2"), Priority: 5, Owner: "alice"},
+		{Machine: "transfer", Payload: []byte("p3"), NotBefore: Epoch.Add(time.Hour)},
 	}
 	got, err := f.eng.CreateMany(f.ctx, jobs)
 	require.NoError(t, err)
@@ -136,7 +136,7 @@ func testCreateManyOrder(t *testing.T, newStore NewStore) {
 		assert.Equal(t, ids.drawn()[i], j.ID, "jobs in order")
 		st := f.snapshot(j.ID)
 		assert.Equal(t, j, st.Job, "the job returned is the job stored")
-		assert.Equal(t, m.DQueued, j.State)
+		assert.Equal(t, m.TQueued, j.State)
 		assert.Equal(t, int64(1), j.Version)
 		assert.Equal(t, jobs[i].Priority, j.Priority)
 		assert.Equal(t, jobs[i].Owner, j.Owner)
@@ -150,7 +150,7 @@ func testCreateManyOrder(t *testing.T, newStore NewStore) {
 	assert.Len(t, told, 3, "observers told of each creation")
 
 	// Claimable in claim order, the job not yet due left alone.
-	claimed, err := f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "delivery", Worker: "w"}, 10)
+	claimed, err := f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 10)
 	require.NoError(t, err)
 	require.Len(t, claimed, 2)
 	assert.Equal(t, got[1].ID, claimed[0].Job.ID)
@@ -167,15 +167,15 @@ func testCreateManyRefused(t *testing.T, newStore NewStore) {
 	var fx counter
 	var ids idSource
 	f := newFixture(t, newStore, []jobstate.Option{jobstate.WithIDs(ids.gen)}, bulkSpec(&fx))
-	ok := jobstate.NewJob{Machine: "delivery"}
+	ok := jobstate.NewJob{Machine: "transfer"}
 	for _, tc := range []struct {
 		name string
 		bad  jobstate.NewJob
 		want error
 	}{
-		{"key", jobstate.NewJob{Machine: "delivery", Key: "k"}, jobstate.ErrInvalidArgument},
-		{"negative TTL", jobstate.NewJob{Machine: "delivery", TTL: -time.Second}, jobstate.ErrInvalidArgument},
-		{"time out of range", jobstate.NewJob{Machine: "delivery", NotBefore: time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC)}, jobstate.ErrInvalidArgument},
+		{"key", jobstate.NewJob{Machine: "transfer", Key: "k"}, jobstate.ErrInvalidArgument},
+		{"negative TTL", jobstate.NewJob{Machine: "transfer", TTL: -time.Second}, jobstate.ErrInvalidArgument},
+		{"time out of range", jobstate.NewJob{Machine: "transfer", NotBefore: time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC)}, jobstate.ErrInvalidArgument},
 		{"unknown machine", jobstate.NewJob{Machine: "nope"}, jobstate.ErrUnknownMachine},
 	} {
 		_, err := f.eng.CreateMany(f.ctx, []jobstate.NewJob{ok, ok, tc.bad, ok})
@@ -201,10 +201,10 @@ func testCreateManyStops(t *testing.T, newStore NewStore) {
 		var ids idSource
 		f := newFixture(t, newStore, []jobstate.Option{jobstate.WithIDs(ids.gen)}, bulkSpec(&fx))
 		jobs := []jobstate.NewJob{
-			{Machine: "delivery", Payload: []byte("a")},
-			{Machine: "delivery", Payload: []byte("b")},
-			{Machine: "delivery", Payload: []byte(tc.payload)},
-			{Machine: "delivery", Payload: []byte("d")},
+			{Machine: "transfer", Payload: []byte("a")},
+			{Machine: "transfer", Payload: []byte("b")},
+			{Machine: "transfer", Payload: []byte(tc.payload)},
+			{Machine: "transfer", Payload: []byte("d")},
 		}
 		got, err := f.eng.CreateMany(f.ctx, jobs)
 		require.ErrorIs(t, err, tc.want)
@@ -328,7 +328,7 @@ func propCreateMany(rt *rapid.T, t *testing.T, newStore NewStore) {
 		rt.Fatal(err)
 	}
 	ctx := context.Background()
-	first, err := eng.Create(ctx, jobstate.NewJob{Machine: "delivery"})
+	first, err := eng.Create(ctx, jobstate.NewJob{Machine: "transfer"})
 	if err != nil {
 		rt.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func propCreateMany(rt *rapid.T, t *testing.T, newStore NewStore) {
 	faults := make([]string, n)
 	for i := range jobs {
 		faults[i] = rapid.SampledFrom([]string{"", "", "", "bad", "boom", "dup-stored", "dup-batch"}).Draw(rt, fmt.Sprint("fault", i))
-		jobs[i] = jobstate.NewJob{Machine: "delivery", Payload: []byte(fmt.Sprint("job", i)), Priority: rapid.IntRange(-2, 2).Draw(rt, fmt.Sprint("priority", i))}
+		jobs[i] = jobstate.NewJob{Machine: "transfer", Payload: []byte(fmt.Sprint("job", i)), Priority: rapid.IntRange(-2, 2).Draw(rt, fmt.Sprint("priority", i))}
 		switch faults[i] {
 		case "bad", "boom":
 			jobs[i].Payload = []byte(faults[i])

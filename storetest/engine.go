@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,12 @@ import (
 
 	"github.com/jobstate/jobstate"
 	m "github.com/jobstate/jobstate/internal/machines"
+	"github.com/jobstate/jobstate/internal/machines/bounty"
+	"github.com/jobstate/jobstate/internal/machines/delivery"
+	"github.com/jobstate/jobstate/internal/machines/docproc"
+	"github.com/jobstate/jobstate/internal/machines/exactlyonce"
+	"github.com/jobstate/jobstate/internal/machines/hook"
+	"github.com/jobstate/jobstate/internal/machines/imagegen"
 )
 
 // RunEngine runs the engine's lifecycle on the store: every operation, the
@@ -66,17 +73,17 @@ func RunEngine(t *testing.T, newStore NewStore, opts ...Option) {
 	}
 }
 
-// testDocProcTraces replays the four example traces of document processing on a fake
-// clock, with retry counts, error classes and the 1 s backoff.
+// testDocProcTraces replays the four example traces of document processing
+// on its literal machine and a fake clock, with retry counts, error classes
+// (the lifecycle's classifier) and the 1 s backoff.
 func testDocProcTraces(t *testing.T, newStore NewStore) {
-	timeout := errors.New("timeout")
 	run := func(t *testing.T, outcomes []error) (*fixture, jobstate.Job) {
-		f := newFixture(t, newStore, nil, m.DocsSpec())
-		j := f.create("docs", jobstate.NewJob{Payload: []byte("doc")})
-		f.fire(j.ID, m.Submit, "user")
+		f := newFixture(t, newStore, nil, docproc.Spec(docproc.Plain()))
+		j := f.create(docproc.Name, jobstate.NewJob{Payload: []byte("doc")})
+		f.fire(j.ID, docproc.Submit, "user")
 		for i, outcome := range outcomes {
-			c := f.claim("docs", "w")
-			assert.Equal(t, m.Running, c.Job.State)
+			c := f.claim(docproc.Name, "w")
+			assert.Equal(t, docproc.Running, c.Job.State)
 			assert.False(t, c.Job.StartedAt.IsZero())
 			if outcome == nil {
 				_, err := f.eng.Succeed(f.ctx, c.Lease, jobstate.CommitInput{Result: []byte("ok")})
@@ -89,21 +96,25 @@ func testDocProcTraces(t *testing.T, newStore NewStore) {
 				require.Equal(t, len(outcomes)-1, i, "terminal before the trace's end")
 				break
 			}
-			assert.Equal(t, m.Retrying, got.State)
+			assert.Equal(t, docproc.Retrying, got.State)
 			assert.Equal(t, i+1, got.RetryCount)
 			assert.True(t, got.NotBefore.Equal(f.clock.Now().Add(time.Second)), "fixed 1 s backoff")
 			// Not ready before the second has passed.
 			f.clock.Advance(999 * time.Millisecond)
 			f.sweep()
-			assert.Equal(t, m.Retrying, f.get(j.ID).State)
-			_, err = f.eng.Claim(f.ctx, jobstate.ClaimRequest{Machine: "docs", Worker: "w"})
+			assert.Equal(t, docproc.Retrying, f.get(j.ID).State)
+			_, err = f.eng.Claim(f.ctx, jobstate.ClaimRequest{Machine: docproc.Name, Worker: "w"})
 			assert.ErrorIs(t, err, jobstate.ErrNoJob)
 			f.clock.Advance(time.Millisecond)
 			f.sweep()
-			assert.Equal(t, m.Queued, f.get(j.ID).State)
+			assert.Equal(t, docproc.Queued, f.get(j.ID).State)
 		}
 		return f, f.get(j.ID)
 	}
+	const (
+		Created, Queued, Running    = docproc.Created, docproc.Queued, docproc.Running
+		Retrying, Succeeded, Failed = docproc.Retrying, docproc.Succeeded, docproc.Failed
+	)
 	cases := []struct {
 		name     string
 		outcomes []error
@@ -113,13 +124,13 @@ func testDocProcTraces(t *testing.T, newStore NewStore) {
 		class    jobstate.ErrorClass
 	}{
 		{"SuccessfulProcessing", []error{nil},
-			[]jobstate.State{m.Created, m.Queued, m.Running, m.Succeeded}, m.Succeeded, 0, jobstate.ClassNone},
-		{"FailureWithSuccessfulRetry", []error{timeout, nil},
-			[]jobstate.State{m.Created, m.Queued, m.Running, m.Retrying, m.Queued, m.Running, m.Succeeded}, m.Succeeded, 1, jobstate.ClassNone},
-		{"FailureExhaustingRetries", []error{timeout, timeout, timeout, timeout},
-			[]jobstate.State{m.Created, m.Queued, m.Running, m.Retrying, m.Queued, m.Running, m.Retrying, m.Queued, m.Running, m.Retrying, m.Queued, m.Running, m.Failed}, m.Failed, 3, jobstate.ClassRetryable},
-		{"NonRetryableFailure", []error{jobstate.Permanent(errors.New("invalid document format"))},
-			[]jobstate.State{m.Created, m.Queued, m.Running, m.Failed}, m.Failed, 0, jobstate.ClassPermanent},
+			[]jobstate.State{Created, Queued, Running, Succeeded}, Succeeded, 0, jobstate.ClassNone},
+		{"FailureWithSuccessfulRetry", []error{docproc.ErrTimeout, nil},
+			[]jobstate.State{Created, Queued, Running, Retrying, Queued, Running, Succeeded}, Succeeded, 1, jobstate.ClassNone},
+		{"FailureExhaustingRetries", []error{docproc.ErrResourceUnavailable, docproc.ErrResourceUnavailable, docproc.ErrResourceUnavailable, docproc.ErrResourceUnavailable},
+			[]jobstate.State{Created, Queued, Running, Retrying, Queued, Running, Retrying, Queued, Running, Retrying, Queued, Running, Failed}, Failed, 3, jobstate.ClassRetryable},
+		{"NonRetryableFailure", []error{docproc.ErrUnsupportedFormat},
+			[]jobstate.State{Created, Queued, Running, Failed}, Failed, 0, jobstate.ClassPermanent},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,12 +143,12 @@ func testDocProcTraces(t *testing.T, newStore NewStore) {
 			assert.Equal(t, tc.class, j.ErrorClass)
 			assert.Equal(t, len(tc.outcomes), j.Attempt)
 			assert.False(t, j.CompletedAt.IsZero())
-			if tc.final == m.Succeeded {
+			if tc.final == Succeeded {
 				assert.Empty(t, j.LastError, "lastError is null on success")
 			} else {
 				assert.NotEmpty(t, j.LastError)
 			}
-			def, _ := f.eng.Machine("docs")
+			def, _ := f.eng.Machine(docproc.Name)
 			st, err := def.Replay(h)
 			require.NoError(t, err)
 			assert.Equal(t, j.State, st)
@@ -146,8 +157,8 @@ func testDocProcTraces(t *testing.T, newStore NewStore) {
 }
 
 func testRefusals(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DocsSpec(), m.BountySpec((&counter{}).effect))
-	j := f.create("docs", jobstate.NewJob{})
+	f := newFixture(t, newStore, nil, docproc.Spec(docproc.Plain()), bounty.Spec(bounty.Plain()))
+	j := f.create(docproc.Name, jobstate.NewJob{})
 	check := func(err, want error) {
 		t.Helper()
 		before := f.snapshot(j.ID)
@@ -158,32 +169,32 @@ func testRefusals(t *testing.T, newStore NewStore) {
 	check(err, jobstate.ErrInvalidTransition)
 	var te *jobstate.TransitionError
 	require.ErrorAs(t, err, &te)
-	assert.Equal(t, m.Created, te.From)
+	assert.Equal(t, docproc.Created, te.From)
 	assert.Equal(t, jobstate.Event("start_processing"), te.Event)
 
 	_, err = f.eng.Fire(f.ctx, j.ID, jobstate.EventClaim, jobstate.Call{})
 	check(err, jobstate.ErrInvalidArgument)
-	_, err = f.eng.Fire(f.ctx, j.ID, m.Submit, jobstate.Call{IfVersion: 7})
+	_, err = f.eng.Fire(f.ctx, j.ID, docproc.Submit, jobstate.Call{IfVersion: 7})
 	check(err, jobstate.ErrVersionConflict)
-	_, err = f.eng.Fire(f.ctx, uuid.New(), m.Submit, jobstate.Call{})
+	_, err = f.eng.Fire(f.ctx, uuid.New(), docproc.Submit, jobstate.Call{})
 	assert.ErrorIs(t, err, jobstate.ErrNotFound)
 	_, err = f.eng.Create(f.ctx, jobstate.NewJob{Machine: "nope"})
 	assert.ErrorIs(t, err, jobstate.ErrUnknownMachine)
 
 	// Terminal finality.
-	f.fire(j.ID, m.Submit, "u")
+	f.fire(j.ID, docproc.Submit, "u")
 	f.fire(j.ID, jobstate.EventCancel, "u")
-	for _, ev := range []jobstate.Event{m.Submit, jobstate.EventCancel, "anything"} {
+	for _, ev := range []jobstate.Event{docproc.Submit, jobstate.EventCancel, "anything"} {
 		_, err = f.eng.Fire(f.ctx, j.ID, ev, jobstate.Call{})
 		check(err, jobstate.ErrTerminal)
 	}
 
 	// Guard refusals carry the guard's own error.
-	b := f.create("bounty", jobstate.NewJob{Owner: "buyer"})
+	b := f.create(bounty.Name, jobstate.NewJob{Owner: "buyer", Actor: "buyer"})
 	before := f.snapshot(b.ID)
-	_, err = f.eng.Fire(f.ctx, b.ID, m.Fund, jobstate.Call{Actor: "mallory"})
+	_, err = f.eng.Fire(f.ctx, b.ID, bounty.Fund, jobstate.Call{Actor: "mallory"})
 	assert.ErrorIs(t, err, jobstate.ErrGuardRefused)
-	assert.ErrorIs(t, err, m.ErrNotOwner)
+	assert.ErrorIs(t, err, bounty.ErrNotBuyer)
 	assert.Equal(t, before, f.snapshot(b.ID))
 
 	// Lease operations with a made-up lease.
@@ -211,13 +222,13 @@ func testObservers(t *testing.T, newStore NewStore) {
 		defer mu.Unlock()
 		seen = append(seen, tr)
 	})
-	f := newFixture(t, newStore, []jobstate.Option{obs}, m.DocsSpec())
-	j := f.create("docs", jobstate.NewJob{})
-	f.fire(j.ID, m.Submit, "u")
-	c := f.claim("docs", "w")
+	f := newFixture(t, newStore, []jobstate.Option{obs}, docproc.Spec(docproc.Plain()))
+	j := f.create(docproc.Name, jobstate.NewJob{})
+	f.fire(j.ID, docproc.Submit, "u")
+	c := f.claim(docproc.Name, "w")
 	_, err := f.eng.Succeed(f.ctx, c.Lease, jobstate.CommitInput{})
 	require.NoError(t, err)
-	_, err = f.eng.Fire(f.ctx, j.ID, m.Submit, jobstate.Call{})
+	_, err = f.eng.Fire(f.ctx, j.ID, docproc.Submit, jobstate.Call{})
 	require.Error(t, err)
 	h, err := f.eng.History(f.ctx, j.ID)
 	require.NoError(t, err)
@@ -225,10 +236,10 @@ func testObservers(t *testing.T, newStore NewStore) {
 }
 
 func testHeartbeat(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DocsSpec())
-	j := f.create("docs", jobstate.NewJob{})
-	f.fire(j.ID, m.Submit, "u")
-	c := f.claim("docs", "w")
+	f := newFixture(t, newStore, nil, docproc.Spec(docproc.Plain()))
+	j := f.create(docproc.Name, jobstate.NewJob{})
+	f.fire(j.ID, docproc.Submit, "u")
+	c := f.claim(docproc.Name, "w")
 	assert.Equal(t, 1, c.Lease.Token)
 	assert.True(t, c.Lease.ExpiresAt.Equal(Epoch.Add(30*time.Second)))
 	f.clock.Advance(20 * time.Second)
@@ -238,7 +249,7 @@ func testHeartbeat(t *testing.T, newStore NewStore) {
 	f.clock.Advance(20 * time.Second) // past the first expiry, before the renewed one
 	r := f.sweep()
 	assert.Zero(t, r.Aborted)
-	assert.Equal(t, m.Running, f.get(j.ID).State)
+	assert.Equal(t, docproc.Running, f.get(j.ID).State)
 	f.clock.Advance(10 * time.Second) // exactly at the renewed expiry: expired
 	_, err = f.eng.Heartbeat(f.ctx, l)
 	assert.ErrorIs(t, err, jobstate.ErrLeaseLost)
@@ -246,27 +257,30 @@ func testHeartbeat(t *testing.T, newStore NewStore) {
 	assert.Equal(t, 1, r.Aborted)
 	assert.Equal(t, 1, r.Retried)
 	got := f.get(j.ID)
-	assert.Equal(t, m.Retrying, got.State, "a lost lease is a retryable failure")
+	assert.Equal(t, docproc.Retrying, got.State, "a lost lease is a retryable failure")
 	assert.Equal(t, 1, got.RetryCount)
 	assert.Equal(t, "lease expired", got.LastError)
 }
 
-// testFM001 reproduces the exactly-once lifecycle's FM_001 and proves it prevented: worker A
-// stalls past its lease, B re-runs the job and commits, A's late commit and
-// finish are refused and change nothing; the effect ran once.
+// testFM001 reproduces the exactly-once lifecycle's FM_001 on its literal
+// machine and proves it prevented: worker A stalls past its lease, B re-runs
+// the job and commits, A's late commit and finish are refused and change
+// nothing; the effect ran once.
 func testFM001(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DerivedSpec())
+	f := newFixture(t, newStore, nil, exactlyonce.Spec())
 	var fx counter
-	j := f.create("derived", jobstate.NewJob{})
-	a := f.claim("derived", "A")
+	j := f.create(exactlyonce.Name, jobstate.NewJob{})
+	a := f.claim(exactlyonce.Name, "A")
 	_, err := f.eng.Start(f.ctx, a.Lease)
 	require.NoError(t, err)
 	f.clock.Advance(11 * time.Second) // A stalls past its 10 s lease
 	r := f.sweep()
 	assert.Equal(t, 1, r.Aborted)
-	assert.Equal(t, m.Pending, f.get(j.ID).State, "lease expired and nothing committed: back to PENDING")
-	b := f.claim("derived", "B")
+	assert.Equal(t, exactlyonce.Pending, f.get(j.ID).State, "lease expired and nothing committed: back to PENDING")
+	b := f.claim(exactlyonce.Name, "B")
 	assert.Equal(t, 2, b.Lease.Token, "a new fencing token")
+	_, err = f.eng.Start(f.ctx, b.Lease)
+	require.NoError(t, err)
 	_, err = f.eng.Commit(f.ctx, b.Lease, jobstate.CommitInput{Effect: fx.effect})
 	require.NoError(t, err)
 
@@ -283,7 +297,7 @@ func testFM001(t *testing.T, newStore NewStore) {
 
 	done, err := f.eng.Finish(f.ctx, b.Lease)
 	require.NoError(t, err)
-	assert.Equal(t, m.Succeeded, done.State)
+	assert.Equal(t, exactlyonce.Succeeded, done.State)
 	assert.Equal(t, int64(1), fx.get(), "the effect ran exactly once")
 	st := f.snapshot(j.ID)
 	require.NoError(t, jobstate.CheckProjection(st.Job, st.Execs))
@@ -295,11 +309,11 @@ func testFM001(t *testing.T, newStore NewStore) {
 // testCrashBeforeCommit: a worker dies mid-job (its context cancelled, its
 // goroutine abandoned) before committing; recovery retries safely.
 func testCrashBeforeCommit(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DerivedSpec())
+	f := newFixture(t, newStore, nil, exactlyonce.Spec())
 	var fx counter
-	j := f.create("derived", jobstate.NewJob{})
+	j := f.create(exactlyonce.Name, jobstate.NewJob{})
 	wctx, kill := context.WithCancel(f.ctx)
-	c := f.claim("derived", "A")
+	c := f.claim(exactlyonce.Name, "A")
 	started := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() { // the worker: starts, then blocks until killed
@@ -319,22 +333,26 @@ func testCrashBeforeCommit(t *testing.T, newStore NewStore) {
 	<-stopped
 	f.clock.Advance(10 * time.Second)
 	f.sweep()
-	assert.Equal(t, m.Pending, f.get(j.ID).State)
-	b := f.claim("derived", "B")
-	_, err := f.eng.Succeed(f.ctx, b.Lease, jobstate.CommitInput{Effect: fx.effect})
+	assert.Equal(t, exactlyonce.Pending, f.get(j.ID).State)
+	b := f.claim(exactlyonce.Name, "B")
+	_, err := f.eng.Start(f.ctx, b.Lease)
+	require.NoError(t, err)
+	_, err = f.eng.Succeed(f.ctx, b.Lease, jobstate.CommitInput{Effect: fx.effect})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), fx.get())
-	assert.Equal(t, m.Succeeded, f.get(j.ID).State)
+	assert.Equal(t, exactlyonce.Succeeded, f.get(j.ID).State)
 }
 
 // testCrashAfterCommit: the worker commits and dies before finishing; the
 // sweep finalizes the job without applying the effect again.
 func testCrashAfterCommit(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DerivedSpec())
+	f := newFixture(t, newStore, nil, exactlyonce.Spec())
 	var fx counter
-	j := f.create("derived", jobstate.NewJob{})
-	c := f.claim("derived", "A")
-	_, err := f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{Effect: fx.effect, Result: []byte("url")})
+	j := f.create(exactlyonce.Name, jobstate.NewJob{})
+	c := f.claim(exactlyonce.Name, "A")
+	_, err := f.eng.Start(f.ctx, c.Lease)
+	require.NoError(t, err)
+	_, err = f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{Effect: fx.effect, Result: []byte("url")})
 	require.NoError(t, err)
 	// The worker dies here.
 	f.clock.Advance(9 * time.Second)
@@ -343,7 +361,7 @@ func testCrashAfterCommit(t *testing.T, newStore NewStore) {
 	r := f.sweep()
 	assert.Equal(t, 1, r.Finalized)
 	got := f.get(j.ID)
-	assert.Equal(t, m.Succeeded, got.State)
+	assert.Equal(t, exactlyonce.Succeeded, got.State)
 	assert.Equal(t, []byte("url"), got.Result)
 	assert.Equal(t, c.Lease.ExecID, got.Committed)
 	assert.Equal(t, int64(1), fx.get(), "recovery does not re-apply the effect")
@@ -355,11 +373,13 @@ func testCrashAfterCommit(t *testing.T, newStore NewStore) {
 }
 
 func testDuplicateCommit(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DerivedSpec())
+	f := newFixture(t, newStore, nil, exactlyonce.Spec())
 	var fx counter
-	f.create("derived", jobstate.NewJob{})
-	c := f.claim("derived", "A")
-	_, err := f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{Effect: fx.effect})
+	f.create(exactlyonce.Name, jobstate.NewJob{})
+	c := f.claim(exactlyonce.Name, "A")
+	_, err := f.eng.Start(f.ctx, c.Lease)
+	require.NoError(t, err)
+	_, err = f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{Effect: fx.effect})
 	require.NoError(t, err)
 	before := f.snapshot(c.Job.ID)
 	_, err = f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{Effect: fx.effect})
@@ -375,10 +395,10 @@ func testDuplicateCommit(t *testing.T, newStore NewStore) {
 }
 
 func testCommitEffectError(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DocsSpec())
-	j := f.create("docs", jobstate.NewJob{})
-	f.fire(j.ID, m.Submit, "u")
-	c := f.claim("docs", "w")
+	f := newFixture(t, newStore, nil, docproc.Spec(docproc.Plain()))
+	j := f.create(docproc.Name, jobstate.NewJob{})
+	f.fire(j.ID, docproc.Submit, "u")
+	c := f.claim(docproc.Name, "w")
 	before := f.snapshot(j.ID)
 	boom := errors.New("payment provider down")
 	_, err := f.eng.Succeed(f.ctx, c.Lease, jobstate.CommitInput{Effect: func(context.Context, jobstate.Job) error { return boom }})
@@ -388,34 +408,34 @@ func testCommitEffectError(t *testing.T, newStore NewStore) {
 	assert.NoError(t, err, "the execution may try again")
 }
 
-// testConcurrentExecutions: bounty marketplace's several submissions to one bounty;
-// the first to commit wins atomically and the others are discarded.
+// testConcurrentExecutions: bounty marketplace's several submissions to one
+// bounty, on its literal machine, as many at once as it accepts; the first
+// to commit wins atomically and the others are discarded.
 func testConcurrentExecutions(t *testing.T, newStore NewStore) {
-	var refunds counter
-	f := newFixture(t, newStore, nil, m.BountySpec(refunds.effect))
-	j := f.create("bounty", jobstate.NewJob{Owner: "buyer"})
-	f.fire(j.ID, m.Fund, "buyer")
+	f := newFixture(t, newStore, nil, bounty.Spec(bounty.Plain()))
+	j := f.create(bounty.Name, jobstate.NewJob{Owner: "buyer", Actor: "buyer"})
+	f.fire(j.ID, bounty.Fund, "buyer")
 	var leases []jobstate.Lease
-	for _, w := range []string{"w1", "w2", "w3"} {
-		c, err := f.eng.ClaimJob(f.ctx, j.ID, jobstate.ClaimRequest{Worker: w})
+	for i := 0; i < bounty.MaxSubmissionsCap; i++ {
+		c, err := f.eng.ClaimJob(f.ctx, j.ID, jobstate.ClaimRequest{Worker: fmt.Sprint("w", i)})
 		require.NoError(t, err)
-		assert.Equal(t, m.Funded, c.Job.State, "the bounty stays funded while judged")
+		require.Equal(t, bounty.Funded, c.Job.State, "the bounty stays funded while judged")
 		leases = append(leases, c.Lease)
 	}
-	assert.Equal(t, 3, f.get(j.ID).Leases)
-	_, err := f.eng.ClaimJob(f.ctx, j.ID, jobstate.ClaimRequest{Worker: "w4"})
+	assert.Equal(t, bounty.MaxSubmissionsCap, f.get(j.ID).Leases)
+	_, err := f.eng.ClaimJob(f.ctx, j.ID, jobstate.ClaimRequest{Worker: "late"})
 	assert.ErrorIs(t, err, jobstate.ErrNotClaimable, "at most MaxExecutions live leases")
 	_, err = f.eng.Cancel(f.ctx, j.ID, jobstate.Call{Actor: "buyer"})
-	assert.ErrorIs(t, err, m.ErrJudging, "cancel refused while judging")
+	assert.ErrorIs(t, err, bounty.ErrJudging, "cancel refused while judging")
 
 	// One submission fails its judging: only its execution ends.
 	got, err := f.eng.Fail(f.ctx, leases[0], errors.New("score 40 < 80"))
 	require.NoError(t, err)
-	assert.Equal(t, m.Funded, got.State)
-	assert.Equal(t, 2, got.Leases)
+	assert.Equal(t, bounty.Funded, got.State)
+	assert.Equal(t, bounty.MaxSubmissionsCap-1, got.Leases)
 
 	var wg sync.WaitGroup
-	results := make([]error, 2)
+	results := make([]error, len(leases)-1)
 	for i, l := range leases[1:] {
 		wg.Add(1)
 		go func(i int, l jobstate.Lease) {
@@ -434,7 +454,7 @@ func testConcurrentExecutions(t *testing.T, newStore NewStore) {
 	}
 	assert.Equal(t, 1, wins, "exactly one passer wins")
 	st := f.snapshot(j.ID)
-	assert.Equal(t, m.Resolved, st.Job.State)
+	assert.Equal(t, bounty.Resolved, st.Job.State)
 	assert.Zero(t, st.Job.Leases)
 	done := 0
 	for _, x := range st.Execs {
@@ -449,16 +469,16 @@ func testConcurrentExecutions(t *testing.T, newStore NewStore) {
 
 func testOnceEffect(t *testing.T, newStore NewStore) {
 	var refunds counter
-	f := newFixture(t, newStore, nil, m.BountySpec(refunds.effect))
-	j := f.create("bounty", jobstate.NewJob{Owner: "buyer"})
-	f.fire(j.ID, m.Fund, "buyer")
+	f := newFixture(t, newStore, nil, bountySpec(&refunds))
+	j := f.create(bounty.Name, jobstate.NewJob{Owner: "buyer", Actor: "buyer"})
+	f.fire(j.ID, bounty.Fund, "buyer")
 	_, err := f.eng.Apply(f.ctx, j.ID, "refund", jobstate.Call{Actor: "buyer"})
 	assert.ErrorIs(t, err, jobstate.ErrInvalidTransition, "no refund while funded")
 	_, err = f.eng.Apply(f.ctx, j.ID, "nope", jobstate.Call{Actor: "buyer"})
 	assert.ErrorIs(t, err, jobstate.ErrUnknownEffect)
 	f.fire(j.ID, jobstate.EventCancel, "buyer")
 	_, err = f.eng.Apply(f.ctx, j.ID, "refund", jobstate.Call{Actor: "mallory"})
-	assert.ErrorIs(t, err, m.ErrNotOwner)
+	assert.ErrorIs(t, err, bounty.ErrNotBuyer)
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -481,35 +501,35 @@ func testOnceEffect(t *testing.T, newStore NewStore) {
 	assert.Equal(t, 1, ok)
 	assert.Equal(t, int64(1), refunds.get(), "refund exactly once")
 	st := f.snapshot(j.ID)
-	assert.Equal(t, m.Cancelled, st.Job.State, "a refund is not a state")
+	assert.Equal(t, bounty.Cancelled, st.Job.State, "a refund is not a state")
 	require.Len(t, st.Effects, 1)
 	assert.Equal(t, "buyer", st.Effects[0].Actor)
 }
 
 func testIdempotency(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.ImageSpec())
+	f := newFixture(t, newStore, nil, imagegen.Spec(imagegen.Plain()))
 	key := jobstate.KeyAt(f.clock.Now(), time.Minute, "user-1", "a cat", "512x512")
-	c1, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: "image", Key: key, Payload: []byte("a cat")})
+	c1, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: imagegen.Name, Key: key, Payload: []byte("a cat")})
 	require.NoError(t, err)
 	assert.False(t, c1.Existing)
-	c2, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: "image", Key: key, Payload: []byte("a cat")})
+	c2, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: imagegen.Name, Key: key, Payload: []byte("a cat")})
 	require.NoError(t, err)
 	assert.True(t, c2.Existing)
 	assert.Equal(t, c1.Job.ID, c2.Job.ID)
 
 	before := f.snapshot(c1.Job.ID)
-	_, err = f.eng.Create(f.ctx, jobstate.NewJob{Machine: "image", Key: key, Payload: []byte("a dog")})
+	_, err = f.eng.Create(f.ctx, jobstate.NewJob{Machine: imagegen.Name, Key: key, Payload: []byte("a dog")})
 	var kc *jobstate.KeyConflictError
 	require.ErrorAs(t, err, &kc)
 	assert.Equal(t, c1.Job.ID, kc.Holder)
 	assert.Equal(t, before, f.snapshot(c1.Job.ID))
 
 	// A failed job frees its key (image generation).
-	c := f.claim("image", "w")
+	c := f.claim(imagegen.Name, "w")
 	_, err = f.eng.Fail(f.ctx, c.Lease, errors.New("API 500"))
 	require.NoError(t, err)
-	assert.Equal(t, m.IFailed, f.get(c1.Job.ID).State)
-	c3, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: "image", Key: key, Payload: []byte("a cat")})
+	assert.Equal(t, imagegen.Failed, f.get(c1.Job.ID).State)
+	c3, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: imagegen.Name, Key: key, Payload: []byte("a cat")})
 	require.NoError(t, err)
 	assert.False(t, c3.Existing)
 	assert.NotEqual(t, c1.Job.ID, c3.Job.ID)
@@ -520,15 +540,15 @@ func testIdempotency(t *testing.T, newStore NewStore) {
 	assert.NotEqual(t, jobstate.Key("ab", "c"), jobstate.Key("a", "bc"))
 
 	// Retention.
-	g := newFixture(t, newStore, nil, withRetention(m.DocsSpec(), time.Hour))
-	r1, err := g.eng.Create(g.ctx, jobstate.NewJob{Machine: "docs", Key: "k"})
+	g := newFixture(t, newStore, nil, withRetention(m.QueueSpec(), time.Hour))
+	r1, err := g.eng.Create(g.ctx, jobstate.NewJob{Machine: "queue", Key: "k"})
 	require.NoError(t, err)
 	g.clock.Advance(59 * time.Minute)
-	r2, err := g.eng.Create(g.ctx, jobstate.NewJob{Machine: "docs", Key: "k"})
+	r2, err := g.eng.Create(g.ctx, jobstate.NewJob{Machine: "queue", Key: "k"})
 	require.NoError(t, err)
 	assert.Equal(t, r1.Job.ID, r2.Job.ID)
 	g.clock.Advance(time.Minute)
-	r3, err := g.eng.Create(g.ctx, jobstate.NewJob{Machine: "docs", Key: "k"})
+	r3, err := g.eng.Create(g.ctx, jobstate.NewJob{Machine: "queue", Key: "k"})
 	require.NoError(t, err)
 	assert.False(t, r3.Existing, "the key is released when its retention ends")
 }
@@ -541,19 +561,16 @@ func withRetention(s jobstate.Spec, d time.Duration) jobstate.Spec {
 func testCreationGuardAndEffect(t *testing.T, newStore NewStore) {
 	var credits counter
 	quota := errors.New("quota exceeded")
-	spec := m.ImageSpec()
-	spec.Create = jobstate.CreateSpec{
-		Guard: func(_ context.Context, in jobstate.GuardInput) error {
-			if in.Actor == "broke" {
-				return quota
-			}
-			return nil
-		},
-		GuardName: "quota",
-		Effect:    credits.effect,
-	}
-	f := newFixture(t, newStore, nil, spec)
-	_, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: "image", Actor: "broke", Key: "k1"})
+	h := imagegen.Plain()
+	h.Create = hook.Guard{Name: "quota", Func: func(_ context.Context, in jobstate.GuardInput) error {
+		if in.Actor == "broke" {
+			return quota
+		}
+		return nil
+	}}
+	h.ReserveCredits = hook.Effect{Name: "reserve credits", Func: credits.effect}
+	f := newFixture(t, newStore, nil, imagegen.Spec(h))
+	_, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: imagegen.Name, Actor: "broke", Key: "k1"})
 	assert.ErrorIs(t, err, jobstate.ErrGuardRefused)
 	assert.ErrorIs(t, err, quota)
 	assert.Zero(t, credits.get(), "no effect when the guard refuses")
@@ -564,7 +581,7 @@ func testCreationGuardAndEffect(t *testing.T, newStore NewStore) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			c, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: "image", Actor: "alice", Key: "k2", Payload: []byte("p")})
+			c, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: imagegen.Name, Actor: "alice", Key: "k2", Payload: []byte("p")})
 			if err != nil {
 				t.Error(err)
 				return
@@ -579,25 +596,27 @@ func testCreationGuardAndEffect(t *testing.T, newStore NewStore) {
 	}
 
 	boom := errors.New("ledger down")
-	spec.Create.Effect = func(context.Context, jobstate.Job) error { return boom }
-	g := newFixture(t, newStore, nil, spec)
-	_, err = g.eng.Create(g.ctx, jobstate.NewJob{Machine: "image", Key: "k3"})
+	h.ReserveCredits.Func = func(context.Context, jobstate.Job) error { return boom }
+	g := newFixture(t, newStore, nil, imagegen.Spec(h))
+	_, err = g.eng.Create(g.ctx, jobstate.NewJob{Machine: imagegen.Name, Key: "k3"})
 	assert.ErrorIs(t, err, boom)
-	_, err = g.eng.Claim(g.ctx, jobstate.ClaimRequest{Machine: "image", Worker: "w"})
+	_, err = g.eng.Claim(g.ctx, jobstate.ClaimRequest{Machine: imagegen.Name, Worker: "w"})
 	assert.ErrorIs(t, err, jobstate.ErrNoJob, "a failed creation effect leaves no job")
 }
 
+// testCancelActive runs the transfer machine with a cancel rule from its
+// active states (file delivery allows a cancel from QUEUED only).
 func testCancelActive(t *testing.T, newStore NewStore) {
-	spec := m.DeliverySpec()
-	spec.Rules = append(spec.Rules, jobstate.Rule{From: []jobstate.State{m.DClaimed, m.DDownloading, m.DStreaming}, Event: jobstate.EventCancel, To: m.DCancelled})
+	spec := m.TransferSpec()
+	spec.Rules = append(spec.Rules, jobstate.Rule{From: []jobstate.State{m.TClaimed, m.TDownloading, m.TStreaming}, Event: jobstate.EventCancel, To: m.TCancelled})
 	f := newFixture(t, newStore, nil, spec)
-	j := f.create("delivery", jobstate.NewJob{})
-	c := f.claim("delivery", "w")
+	j := f.create("transfer", jobstate.NewJob{})
+	c := f.claim("transfer", "w")
 	_, err := f.eng.Advance(f.ctx, c.Lease, m.StartDownload, jobstate.Call{})
 	require.NoError(t, err)
 	got, err := f.eng.Cancel(f.ctx, j.ID, jobstate.Call{Actor: "user"})
 	require.NoError(t, err)
-	assert.Equal(t, m.DCancelled, got.State)
+	assert.Equal(t, m.TCancelled, got.State)
 	assert.Zero(t, got.Leases)
 	_, err = f.eng.Heartbeat(f.ctx, c.Lease)
 	assert.ErrorIs(t, err, jobstate.ErrLeaseLost)
@@ -607,52 +626,55 @@ func testCancelActive(t *testing.T, newStore NewStore) {
 }
 
 func testDeadlines(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DeliverySpec(), m.BountySpec((&counter{}).effect))
-	j := f.create("delivery", jobstate.NewJob{TTL: time.Hour})
+	f := newFixture(t, newStore, nil, delivery.Spec(delivery.Plain()), bounty.Spec(bounty.Plain()))
+	j := f.create(delivery.Name, jobstate.NewJob{TTL: time.Hour})
 	assert.True(t, j.Deadline.Equal(Epoch.Add(time.Hour)))
 	f.clock.Advance(time.Hour - time.Nanosecond)
 	assert.Zero(t, f.sweep().Expired)
 	f.clock.Advance(time.Nanosecond)
 	assert.Equal(t, 1, f.sweep().Expired)
 	got := f.get(j.ID)
-	assert.Equal(t, m.DExpired, got.State)
+	assert.Equal(t, delivery.Expired, got.State)
 	assert.Equal(t, jobstate.OutcomeExpired, got.Outcome)
 
 	// Lazy expiry on read (bounty marketplace), with judging submissions failed.
-	b := f.create("bounty", jobstate.NewJob{Owner: "buyer", Deadline: f.clock.Now().Add(time.Minute)})
-	f.fire(b.ID, m.Fund, "buyer")
+	b := f.create(bounty.Name, jobstate.NewJob{Owner: "buyer", Actor: "buyer", Deadline: f.clock.Now().Add(time.Minute)})
+	f.fire(b.ID, bounty.Fund, "buyer")
 	c, err := f.eng.ClaimJob(f.ctx, b.ID, jobstate.ClaimRequest{Worker: "w", TTL: time.Hour})
 	require.NoError(t, err)
 	f.clock.Advance(time.Minute)
-	assert.Equal(t, m.Funded, f.get(b.ID).State, "the store still holds funded")
+	assert.Equal(t, bounty.Funded, f.get(b.ID).State, "the store still holds funded")
 	read, err := f.eng.Get(f.ctx, b.ID)
 	require.NoError(t, err)
-	assert.Equal(t, m.Expired, read.State, "expired on read")
+	assert.Equal(t, bounty.Expired, read.State, "expired on read")
 	st := f.snapshot(b.ID)
 	assert.Equal(t, jobstate.ExecAborted, st.Execs[0].Status)
 	_, err = f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{})
 	assert.ErrorIs(t, err, jobstate.ErrLeaseLost)
 }
 
-// testExhaustChain: image generation parks failures in a waiting "failed" state;
-// with retries spent the engine goes on to dead_letter in the same write.
+// testExhaustChain: image generation, on its literal machine, parks
+// failures in a waiting "failed" state and re-queues them with exponential
+// backoff while retryCount, incremented, stays below MAX_RETRIES (3); the
+// third failure goes on to dead_letter in the same write: three attempts.
 func testExhaustChain(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.ImageSpec())
-	j := f.create("image", jobstate.NewJob{})
-	delays := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second}
-	for i := 0; i < 4; i++ {
-		c := f.claim("image", "w")
+	f := newFixture(t, newStore, nil, imagegen.Spec(imagegen.Plain()))
+	j := f.create(imagegen.Name, jobstate.NewJob{})
+	delays := []time.Duration{2 * time.Second, 4 * time.Second}
+	for i := 0; i < imagegen.MaxRetries; i++ {
+		c := f.claim(imagegen.Name, "w")
 		got, err := f.eng.Fail(f.ctx, c.Lease, errors.New("API timeout"))
 		require.NoError(t, err)
-		if i < 3 {
-			assert.Equal(t, m.IFailed, got.State)
+		if i < imagegen.MaxRetries-1 {
+			assert.Equal(t, imagegen.Failed, got.State)
 			assert.True(t, got.NotBefore.Equal(f.clock.Now().Add(delays[i])), "exponential backoff %d", i)
 			f.clock.Advance(delays[i])
 			f.sweep()
 		} else {
-			assert.Equal(t, m.IDeadLetter, got.State)
+			assert.Equal(t, imagegen.DeadLetter, got.State)
 			assert.Equal(t, jobstate.OutcomeDeadLettered, got.Outcome)
-			assert.Equal(t, 3, got.RetryCount)
+			assert.Equal(t, imagegen.EngineMaxRetries, got.RetryCount, "the engine counts the retried failures")
+			assert.Equal(t, imagegen.MaxRetries, got.Attempt)
 		}
 	}
 	h, err := f.eng.History(f.ctx, j.ID)
@@ -662,51 +684,45 @@ func testExhaustChain(t *testing.T, newStore NewStore) {
 	assert.Equal(t, last[0].Version+1, last[1].Version)
 }
 
+// testErrorClasses runs file delivery's literal machine with its error
+// taxonomy (delivery.Classify).
 func testErrorClasses(t *testing.T, newStore NewStore) {
-	classify := func(err error) (jobstate.ErrorClass, time.Duration) {
-		if err.Error() == "404" {
-			return jobstate.ClassPermanent, 0
-		}
-		return jobstate.ClassNone, 0
-	}
-	spec := m.DeliverySpec()
-	spec.Policy.Classify = classify
-	f := newFixture(t, newStore, nil, spec)
+	f := newFixture(t, newStore, nil, delivery.Spec(delivery.Plain()))
 
-	j := f.create("delivery", jobstate.NewJob{})
-	c := f.claim("delivery", "w")
-	_, err := f.eng.Advance(f.ctx, c.Lease, m.StartDownload, jobstate.Call{})
+	j := f.create(delivery.Name, jobstate.NewJob{})
+	c := f.claim(delivery.Name, "w")
+	_, err := f.eng.Advance(f.ctx, c.Lease, delivery.StartDownload, jobstate.Call{Args: activeUser})
 	require.NoError(t, err)
 	got, err := f.eng.Fail(f.ctx, c.Lease, jobstate.RetryAfter(errors.New("429"), 42*time.Second))
 	require.NoError(t, err)
-	assert.Equal(t, m.DQueued, got.State, "retryable: straight back to QUEUED")
+	assert.Equal(t, delivery.Queued, got.State, "retryable: straight back to QUEUED")
 	assert.True(t, got.NotBefore.Equal(f.clock.Now().Add(42*time.Second)), "Retry-After wins over the backoff")
 	assert.Equal(t, jobstate.ClassRetryable, got.ErrorClass)
 
 	f.clock.Advance(42 * time.Second)
-	c = f.claim("delivery", "w")
+	c = f.claim(delivery.Name, "w")
 	assert.Equal(t, 2, c.Job.Attempt)
-	got, err = f.eng.Fail(f.ctx, c.Lease, errors.New("404"))
+	got, err = f.eng.Fail(f.ctx, c.Lease, &delivery.HTTPError{Service: "disk", Status: 404})
 	require.NoError(t, err)
-	assert.Equal(t, m.DFailed, got.State, "the classifier made 404 permanent")
+	assert.Equal(t, delivery.Failed, got.State, "the classifier made 404 permanent")
 	assert.Equal(t, jobstate.ClassPermanent, got.ErrorClass)
 	assert.Equal(t, 1, got.RetryCount, "a permanent error never retries")
 
-	k := f.create("delivery", jobstate.NewJob{})
-	c = f.claim("delivery", "w")
+	k := f.create(delivery.Name, jobstate.NewJob{})
+	c = f.claim(delivery.Name, "w")
 	got, err = f.eng.Fail(f.ctx, c.Lease, context.DeadlineExceeded)
 	require.NoError(t, err)
-	assert.Equal(t, m.DQueued, got.State, "deadline exceeded is retryable")
+	assert.Equal(t, delivery.Queued, got.State, "deadline exceeded is retryable")
 	assert.Equal(t, k.ID, got.ID)
 	_ = j
 }
 
 func testSnooze(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DocsSpec())
-	j := f.create("docs", jobstate.NewJob{})
-	f.fire(j.ID, m.Submit, "u")
+	f := newFixture(t, newStore, nil, docproc.Spec(docproc.Plain()))
+	j := f.create(docproc.Name, jobstate.NewJob{})
+	f.fire(j.ID, docproc.Submit, "u")
 	for i := 0; i < 5; i++ {
-		c := f.claim("docs", "w")
+		c := f.claim(docproc.Name, "w")
 		got, err := f.eng.Snooze(f.ctx, c.Lease, time.Minute)
 		require.NoError(t, err)
 		assert.Equal(t, 0, got.RetryCount, "a snooze is no failure")
@@ -714,45 +730,48 @@ func testSnooze(t *testing.T, newStore NewStore) {
 		f.clock.Advance(time.Minute)
 		f.sweep()
 	}
-	c := f.claim("docs", "w")
+	c := f.claim(docproc.Name, "w")
 	assert.Equal(t, 6, c.Job.Attempt)
 	_, err := f.eng.Snooze(f.ctx, c.Lease, -time.Second)
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 }
 
 func testSeveralActiveStates(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DeliverySpec())
-	j := f.create("delivery", jobstate.NewJob{})
-	c := f.claim("delivery", "w")
-	for _, ev := range []jobstate.Event{m.StartDownload, m.Stream} {
+	f := newFixture(t, newStore, nil, delivery.Spec(delivery.Plain()))
+	j := f.create(delivery.Name, jobstate.NewJob{})
+	c := f.claim(delivery.Name, "w")
+	for _, ev := range []jobstate.Event{delivery.StartDownload, delivery.StreamToLocalAPI} {
 		f.clock.Advance(20 * time.Second)
 		l, err := f.eng.Heartbeat(f.ctx, c.Lease)
 		require.NoError(t, err)
 		c.Lease = l
-		_, err = f.eng.Advance(f.ctx, c.Lease, ev, jobstate.Call{})
+		_, err = f.eng.Advance(f.ctx, c.Lease, ev, jobstate.Call{Args: activeUser})
 		require.NoError(t, err)
 	}
-	assert.Equal(t, m.DStreaming, f.get(j.ID).State)
+	assert.Equal(t, delivery.Streaming, f.get(j.ID).State)
 	assert.Equal(t, 1, f.get(j.ID).Leases, "one lease across CLAIMED, DOWNLOADING, STREAMING")
 	got, err := f.eng.Succeed(f.ctx, c.Lease, jobstate.CommitInput{})
 	require.NoError(t, err)
-	assert.Equal(t, m.DDelivered, got.State)
+	assert.Equal(t, delivery.Delivered, got.State)
 
-	// A lease lost in CLAIMED takes the abandon rule (file delivery's
-	// heartbeat_timeout), with attempt+1 at the next claim.
-	k := f.create("delivery", jobstate.NewJob{})
-	f.claim("delivery", "w")
-	f.clock.Advance(30 * time.Second)
-	f.sweep()
+	// A heartbeat exactly T old is not yet stuck; one strictly older takes
+	// the abandon rule (file delivery's heartbeat_timeout), with attempt+1
+	// at the next claim.
+	k := f.create(delivery.Name, jobstate.NewJob{})
+	f.claim(delivery.Name, "w")
+	f.clock.Advance(delivery.HeartbeatTimeout)
+	assert.Zero(t, f.sweep().Aborted, "a heartbeat exactly T old is not stuck")
+	f.clock.Advance(time.Nanosecond)
+	assert.Equal(t, 1, f.sweep().Aborted)
 	h, err := f.eng.History(f.ctx, k.ID)
 	require.NoError(t, err)
 	assert.Equal(t, jobstate.EventAbandon, h[len(h)-1].Event)
-	assert.Equal(t, m.DQueued, f.get(k.ID).State)
-	assert.Equal(t, 2, f.claim("delivery", "w").Job.Attempt)
+	assert.Equal(t, delivery.Queued, f.get(k.ID).State)
+	assert.Equal(t, 2, f.claim(delivery.Name, "w").Job.Attempt)
 }
 
 func testClaimGuards(t *testing.T, newStore NewStore) {
-	spec := m.DocsSpec()
+	spec := m.QueueSpec()
 	for i := range spec.Rules {
 		if spec.Rules[i].Event == jobstate.EventClaim {
 			spec.Rules[i].Guard = func(_ context.Context, in jobstate.GuardInput) error {
@@ -764,43 +783,43 @@ func testClaimGuards(t *testing.T, newStore NewStore) {
 		}
 	}
 	f := newFixture(t, newStore, nil, spec)
-	mine := f.create("docs", jobstate.NewJob{Owner: "w"})
+	mine := f.create("queue", jobstate.NewJob{Owner: "w"})
 	f.fire(mine.ID, m.Submit, "w")
 	f.clock.Advance(time.Second)
-	theirs := f.create("docs", jobstate.NewJob{Owner: "other"})
+	theirs := f.create("queue", jobstate.NewJob{Owner: "other"})
 	f.fire(theirs.ID, m.Submit, "other")
-	c := f.claim("docs", "w")
+	c := f.claim("queue", "w")
 	assert.Equal(t, theirs.ID, c.Job.ID, "the older job is passed over for this worker")
-	_, err := f.eng.Claim(f.ctx, jobstate.ClaimRequest{Machine: "docs", Worker: "w"})
+	_, err := f.eng.Claim(f.ctx, jobstate.ClaimRequest{Machine: "queue", Worker: "w"})
 	assert.ErrorIs(t, err, jobstate.ErrNoJob)
 	_, err = f.eng.ClaimJob(f.ctx, mine.ID, jobstate.ClaimRequest{Worker: "w"})
 	assert.ErrorIs(t, err, jobstate.ErrGuardRefused)
-	assert.Equal(t, mine.ID, f.claim("docs", "x").Job.ID)
+	assert.Equal(t, mine.ID, f.claim("queue", "x").Job.ID)
 }
 
 func testStuck(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DeliverySpec())
-	f.create("delivery", jobstate.NewJob{})
-	f.create("delivery", jobstate.NewJob{})
-	a := f.claim("delivery", "a")
+	f := newFixture(t, newStore, nil, delivery.Spec(delivery.Plain()))
+	f.create(delivery.Name, jobstate.NewJob{})
+	f.create(delivery.Name, jobstate.NewJob{})
+	a := f.claim(delivery.Name, "a")
 	f.clock.Advance(10 * time.Second)
-	b := f.claim("delivery", "b")
+	b := f.claim(delivery.Name, "b")
 	f.clock.Advance(10 * time.Second)
-	stuck, err := f.eng.Stuck(f.ctx, "delivery", 15*time.Second, 0)
+	stuck, err := f.eng.Stuck(f.ctx, delivery.Name, 15*time.Second, 0)
 	require.NoError(t, err)
 	require.Len(t, stuck, 1)
 	assert.Equal(t, a.Job.ID, stuck[0].ID)
 	_, err = f.eng.Heartbeat(f.ctx, a.Lease)
 	require.NoError(t, err)
-	stuck, err = f.eng.Stuck(f.ctx, "delivery", 5*time.Second, 0)
+	stuck, err = f.eng.Stuck(f.ctx, delivery.Name, 5*time.Second, 0)
 	require.NoError(t, err)
 	require.Len(t, stuck, 1)
 	assert.Equal(t, b.Job.ID, stuck[0].ID)
 }
 
 func testDerived(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DerivedSpec())
-	j := f.create("derived", jobstate.NewJob{})
+	f := newFixture(t, newStore, nil, exactlyonce.Spec())
+	j := f.create(exactlyonce.Name, jobstate.NewJob{})
 	check := func() {
 		t.Helper()
 		st := f.snapshot(j.ID)
@@ -809,12 +828,15 @@ func testDerived(t *testing.T, newStore NewStore) {
 	check()
 	_, err := f.eng.Fire(f.ctx, j.ID, jobstate.EventCancel, jobstate.Call{})
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument, "no direct moves of a derived job")
-	c := f.claim("derived", "w")
+	c := f.claim(exactlyonce.Name, "w")
 	check()
 	_, err = f.eng.Fail(f.ctx, c.Lease, errors.New("crash"))
 	require.NoError(t, err)
 	check()
-	c = f.claim("derived", "w")
+	c = f.claim(exactlyonce.Name, "w")
+	check()
+	_, err = f.eng.Start(f.ctx, c.Lease)
+	require.NoError(t, err)
 	check()
 	_, err = f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{})
 	require.NoError(t, err)
@@ -826,34 +848,31 @@ func testDerived(t *testing.T, newStore NewStore) {
 
 // testRuleEffects: a rule's effect runs inside the move's atomic write,
 // once per firing; its error aborts the move.
+// testRuleEffects runs image generation's literal machine, whose safety
+// rejection writes an audit record.
 func testRuleEffects(t *testing.T, newStore NewStore) {
 	var audits counter
 	fail := false
-	spec := m.ImageSpec()
-	for i := range spec.Rules {
-		if spec.Rules[i].Event == m.Reject {
-			spec.Rules[i].Effect = func(ctx context.Context, j jobstate.Job) error {
-				if fail {
-					return errors.New("audit log down")
-				}
-				assert.Equal(t, m.IRejected, j.State, "the effect sees the job as the move leaves it")
-				return audits.effect(ctx, j)
-			}
-			spec.Rules[i].EffectName = "audit SAFE_BLOCK"
+	h := imagegen.Plain()
+	h.AuditSafeBlock = hook.Effect{Name: "audit SAFE_BLOCK", Func: func(ctx context.Context, j jobstate.Job) error {
+		if fail {
+			return errors.New("audit log down")
 		}
-	}
-	f := newFixture(t, newStore, nil, spec)
-	j := f.create("image", jobstate.NewJob{})
-	c := f.claim("image", "w")
+		assert.Equal(t, imagegen.Rejected, j.State, "the effect sees the job as the move leaves it")
+		return audits.effect(ctx, j)
+	}}
+	f := newFixture(t, newStore, nil, imagegen.Spec(h))
+	j := f.create(imagegen.Name, jobstate.NewJob{})
+	c := f.claim(imagegen.Name, "w")
 	fail = true
 	before := f.snapshot(j.ID)
-	_, err := f.eng.Advance(f.ctx, c.Lease, m.Reject, jobstate.Call{Reason: "nsfw"})
+	_, err := f.eng.Advance(f.ctx, c.Lease, imagegen.Reject, jobstate.Call{Reason: "nsfw"})
 	assert.EqualError(t, err, "audit log down")
 	assert.Equal(t, before, f.snapshot(j.ID), "a failed rule effect writes nothing")
 	fail = false
-	got, err := f.eng.Advance(f.ctx, c.Lease, m.Reject, jobstate.Call{Reason: "nsfw"})
+	got, err := f.eng.Advance(f.ctx, c.Lease, imagegen.Reject, jobstate.Call{Reason: "nsfw"})
 	require.NoError(t, err)
-	assert.Equal(t, m.IRejected, got.State)
+	assert.Equal(t, imagegen.Rejected, got.State)
 	assert.Equal(t, int64(1), audits.get())
 	st := f.snapshot(j.ID)
 	assert.Equal(t, jobstate.ExecAborted, st.Execs[0].Status, "the rejected execution ends without a commit")
@@ -861,7 +880,7 @@ func testRuleEffects(t *testing.T, newStore NewStore) {
 
 func testFiring(t *testing.T, newStore NewStore) {
 	var got []jobstate.Firing
-	spec := m.DocsSpec()
+	spec := m.QueueSpec()
 	for i := range spec.Rules {
 		if spec.Rules[i].Event == m.Submit {
 			spec.Rules[i].Effect = func(ctx context.Context, j jobstate.Job) error {
@@ -873,7 +892,7 @@ func testFiring(t *testing.T, newStore NewStore) {
 		}
 	}
 	f := newFixture(t, newStore, nil, spec)
-	j := f.create("docs", jobstate.NewJob{})
+	j := f.create("queue", jobstate.NewJob{})
 	_, err := f.eng.Fire(f.ctx, j.ID, m.Submit, jobstate.Call{Actor: "alice", Reason: "ready", Args: 42})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
@@ -889,10 +908,10 @@ func testFiring(t *testing.T, newStore NewStore) {
 // on an overdue job finds it expired, not only Get.
 func testLazyExpiryEverywhere(t *testing.T, newStore NewStore) {
 	var refunds counter
-	f := newFixture(t, newStore, nil, m.BountySpec(refunds.effect))
+	f := newFixture(t, newStore, nil, bountySpec(&refunds))
 	mk := func() (jobstate.Job, jobstate.Lease) {
-		j := f.create("bounty", jobstate.NewJob{Owner: "buyer", Deadline: f.clock.Now().Add(time.Minute)})
-		f.fire(j.ID, m.Fund, "buyer")
+		j := f.create(bounty.Name, jobstate.NewJob{Owner: "buyer", Actor: "buyer", Deadline: f.clock.Now().Add(time.Minute)})
+		f.fire(j.ID, bounty.Fund, "buyer")
 		c, err := f.eng.ClaimJob(f.ctx, j.ID, jobstate.ClaimRequest{Worker: "w", TTL: time.Hour})
 		require.NoError(t, err)
 		return j, c.Lease
@@ -903,39 +922,39 @@ func testLazyExpiryEverywhere(t *testing.T, newStore NewStore) {
 	f.clock.Advance(time.Minute)
 	_, err := f.eng.Succeed(f.ctx, la, jobstate.CommitInput{})
 	assert.ErrorIs(t, err, jobstate.ErrLeaseLost, "a verdict after the deadline finds the bounty expired")
-	assert.Equal(t, m.Expired, f.get(a.ID).State)
+	assert.Equal(t, bounty.Expired, f.get(a.ID).State)
 	_, err = f.eng.Cancel(f.ctx, b.ID, jobstate.Call{Actor: "buyer"})
 	assert.ErrorIs(t, err, jobstate.ErrTerminal)
-	assert.Equal(t, m.Expired, f.get(b.ID).State)
+	assert.Equal(t, bounty.Expired, f.get(b.ID).State)
 	_, err = f.eng.ClaimJob(f.ctx, c.ID, jobstate.ClaimRequest{Worker: "w2"})
 	assert.ErrorIs(t, err, jobstate.ErrNotClaimable)
-	assert.Equal(t, m.Expired, f.get(c.ID).State)
+	assert.Equal(t, bounty.Expired, f.get(c.ID).State)
 	_, err = f.eng.Apply(f.ctx, c.ID, "refund", jobstate.Call{Actor: "buyer"})
 	assert.NoError(t, err)
 }
 
 func testOverdueNotClaimed(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DeliverySpec())
-	late := f.create("delivery", jobstate.NewJob{TTL: time.Minute})
+	f := newFixture(t, newStore, nil, delivery.Spec(delivery.Plain()))
+	late := f.create(delivery.Name, jobstate.NewJob{TTL: time.Minute})
 	f.clock.Advance(time.Second)
-	fresh := f.create("delivery", jobstate.NewJob{TTL: time.Hour})
+	fresh := f.create(delivery.Name, jobstate.NewJob{TTL: time.Hour})
 	f.clock.Advance(time.Minute)
-	c := f.claim("delivery", "w")
+	c := f.claim(delivery.Name, "w")
 	assert.Equal(t, fresh.ID, c.Job.ID, "the overdue job is passed over, left for the sweep")
 	_, err := f.eng.ClaimJob(f.ctx, late.ID, jobstate.ClaimRequest{Worker: "w"})
 	assert.ErrorIs(t, err, jobstate.ErrNotClaimable)
 	assert.Equal(t, 1, f.sweep().Expired)
-	assert.Equal(t, m.DExpired, f.get(late.ID).State)
+	assert.Equal(t, delivery.Expired, f.get(late.ID).State)
 }
 
 func testRequeueThenExpire(t *testing.T, newStore NewStore) {
-	spec := m.DocsSpec()
+	spec := m.QueueSpec()
 	spec.States = append(spec.States, jobstate.StateSpec{Name: "EXPIRED", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeExpired})
 	spec.Rules = append(spec.Rules, jobstate.Rule{From: []jobstate.State{m.Queued}, Event: jobstate.EventExpire, To: "EXPIRED"})
 	f := newFixture(t, newStore, nil, spec)
-	j := f.create("docs", jobstate.NewJob{TTL: 10 * time.Second})
+	j := f.create("queue", jobstate.NewJob{TTL: 10 * time.Second})
 	f.fire(j.ID, m.Submit, "u")
-	c := f.claim("docs", "w")
+	c := f.claim("queue", "w")
 	_, err := f.eng.Fail(f.ctx, c.Lease, errors.New("timeout"))
 	require.NoError(t, err)
 	f.clock.Advance(time.Minute) // past the backoff and the deadline
@@ -946,28 +965,30 @@ func testRequeueThenExpire(t *testing.T, newStore NewStore) {
 }
 
 func testFireNeedsLease(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DeliverySpec())
-	j := f.create("delivery", jobstate.NewJob{})
-	c := f.claim("delivery", "w1")
+	f := newFixture(t, newStore, nil, delivery.Spec(delivery.Plain()))
+	j := f.create(delivery.Name, jobstate.NewJob{})
+	c := f.claim(delivery.Name, "w1")
 	before := f.snapshot(j.ID)
-	_, err := f.eng.Fire(f.ctx, j.ID, m.StartDownload, jobstate.Call{Actor: "mallory"})
+	_, err := f.eng.Fire(f.ctx, j.ID, delivery.StartDownload, jobstate.Call{Actor: "mallory", Args: activeUser})
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 	assert.Equal(t, before, f.snapshot(j.ID))
-	_, err = f.eng.Advance(f.ctx, c.Lease, m.StartDownload, jobstate.Call{})
+	_, err = f.eng.Advance(f.ctx, c.Lease, delivery.StartDownload, jobstate.Call{Args: activeUser})
 	assert.NoError(t, err, "the lease holder may")
 }
 
 func testRecoverWorker(t *testing.T, newStore NewStore) {
 	var fx counter
-	f := newFixture(t, newStore, nil, m.DerivedSpec(), m.BountySpec(fx.effect))
-	a := f.create("derived", jobstate.NewJob{})
-	f.create("derived", jobstate.NewJob{})
-	ca := f.claim("derived", "server-1")
-	cb := f.claim("derived", "server-1")
-	_, err := f.eng.Commit(f.ctx, cb.Lease, jobstate.CommitInput{Effect: fx.effect})
+	f := newFixture(t, newStore, nil, exactlyonce.Spec(), bounty.Spec(bounty.Plain()))
+	a := f.create(exactlyonce.Name, jobstate.NewJob{})
+	f.create(exactlyonce.Name, jobstate.NewJob{})
+	ca := f.claim(exactlyonce.Name, "server-1")
+	cb := f.claim(exactlyonce.Name, "server-1")
+	_, err := f.eng.Start(f.ctx, cb.Lease)
 	require.NoError(t, err)
-	b := f.create("bounty", jobstate.NewJob{Owner: "buyer"})
-	f.fire(b.ID, m.Fund, "buyer")
+	_, err = f.eng.Commit(f.ctx, cb.Lease, jobstate.CommitInput{Effect: fx.effect})
+	require.NoError(t, err)
+	b := f.create(bounty.Name, jobstate.NewJob{Owner: "buyer", Actor: "buyer"})
+	f.fire(b.ID, bounty.Fund, "buyer")
 	_, err = f.eng.ClaimJob(f.ctx, b.ID, jobstate.ClaimRequest{Worker: "server-1"})
 	require.NoError(t, err)
 	other, err := f.eng.ClaimJob(f.ctx, b.ID, jobstate.ClaimRequest{Worker: "server-2"})
@@ -980,11 +1001,11 @@ func testRecoverWorker(t *testing.T, newStore NewStore) {
 	assert.Equal(t, 3, r.Jobs)
 	assert.Equal(t, 1, r.Finalized)
 	assert.Equal(t, 2, r.Aborted)
-	assert.Equal(t, m.Pending, f.get(a.ID).State)
-	assert.Equal(t, m.Succeeded, f.get(cb.Job.ID).State)
+	assert.Equal(t, exactlyonce.Pending, f.get(a.ID).State)
+	assert.Equal(t, exactlyonce.Succeeded, f.get(cb.Job.ID).State)
 	assert.Equal(t, int64(1), fx.get(), "finalized without re-applying the effect")
 	st := f.snapshot(b.ID)
-	assert.Equal(t, m.Funded, st.Job.State)
+	assert.Equal(t, bounty.Funded, st.Job.State)
 	assert.Equal(t, 1, st.Job.Leases, "server-2's submission is untouched")
 	_, err = f.eng.Heartbeat(f.ctx, ca.Lease)
 	assert.ErrorIs(t, err, jobstate.ErrLeaseLost)
@@ -993,11 +1014,9 @@ func testRecoverWorker(t *testing.T, newStore NewStore) {
 }
 
 func testRequireStart(t *testing.T, newStore NewStore) {
-	spec := m.DerivedSpec()
-	spec.Policy.RequireStart = true
-	f := newFixture(t, newStore, nil, spec)
-	f.create("derived", jobstate.NewJob{})
-	c := f.claim("derived", "w")
+	f := newFixture(t, newStore, nil, exactlyonce.Spec())
+	f.create(exactlyonce.Name, jobstate.NewJob{})
+	c := f.claim(exactlyonce.Name, "w")
 	before := f.snapshot(c.Job.ID)
 	_, err := f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{})
 	assert.ErrorIs(t, err, jobstate.ErrInvalidTransition, "LEASED → COMMITTED is refused")
@@ -1013,11 +1032,11 @@ func testRequireStart(t *testing.T, newStore NewStore) {
 // testCommittedOnlyFinishes: a committed job leaves its active states only
 // by finishing, even through a user rule into a success state.
 func testCommittedOnlyFinishes(t *testing.T, newStore NewStore) {
-	spec := m.DeliverySpec()
-	spec.Rules = append(spec.Rules, jobstate.Rule{From: []jobstate.State{m.DStreaming}, Event: "ack", To: m.DDelivered})
+	spec := m.TransferSpec()
+	spec.Rules = append(spec.Rules, jobstate.Rule{From: []jobstate.State{m.TStreaming}, Event: "ack", To: m.TDelivered})
 	f := newFixture(t, newStore, nil, spec)
-	j := f.create("delivery", jobstate.NewJob{})
-	c := f.claim("delivery", "w")
+	j := f.create("transfer", jobstate.NewJob{})
+	c := f.claim("transfer", "w")
 	for _, ev := range []jobstate.Event{m.StartDownload, m.Stream} {
 		_, err := f.eng.Advance(f.ctx, c.Lease, ev, jobstate.Call{})
 		require.NoError(t, err)
@@ -1030,7 +1049,7 @@ func testCommittedOnlyFinishes(t *testing.T, newStore NewStore) {
 	assert.Equal(t, before, f.snapshot(j.ID))
 	got, err := f.eng.Finish(f.ctx, c.Lease)
 	require.NoError(t, err)
-	assert.Equal(t, m.DDelivered, got.State)
+	assert.Equal(t, m.TDelivered, got.State)
 }
 
 // testRetryWithoutRoute: a per-job retry override on a machine without
@@ -1072,14 +1091,14 @@ func toggleLikeSpec() jobstate.Spec {
 
 func testIfVersion(t *testing.T, newStore NewStore) {
 	var refunds counter
-	f := newFixture(t, newStore, nil, m.DeliverySpec(), m.BountySpec(refunds.effect))
-	j := f.create("delivery", jobstate.NewJob{})
-	c := f.claim("delivery", "w")
-	_, err := f.eng.Advance(f.ctx, c.Lease, m.StartDownload, jobstate.Call{IfVersion: c.Job.Version + 7})
+	f := newFixture(t, newStore, nil, delivery.Spec(delivery.Plain()), bountySpec(&refunds))
+	j := f.create(delivery.Name, jobstate.NewJob{})
+	c := f.claim(delivery.Name, "w")
+	_, err := f.eng.Advance(f.ctx, c.Lease, delivery.StartDownload, jobstate.Call{Args: activeUser, IfVersion: c.Job.Version + 7})
 	assert.ErrorIs(t, err, jobstate.ErrVersionConflict)
-	_, err = f.eng.Advance(f.ctx, c.Lease, m.StartDownload, jobstate.Call{IfVersion: f.get(j.ID).Version})
+	_, err = f.eng.Advance(f.ctx, c.Lease, delivery.StartDownload, jobstate.Call{Args: activeUser, IfVersion: f.get(j.ID).Version})
 	assert.NoError(t, err)
-	b := f.create("bounty", jobstate.NewJob{Owner: "buyer"})
+	b := f.create(bounty.Name, jobstate.NewJob{Owner: "buyer", Actor: "buyer"})
 	got := f.fire(b.ID, jobstate.EventCancel, "buyer")
 	_, err = f.eng.Apply(f.ctx, b.ID, "refund", jobstate.Call{Actor: "buyer", IfVersion: got.Version - 1})
 	assert.ErrorIs(t, err, jobstate.ErrVersionConflict)
@@ -1088,35 +1107,35 @@ func testIfVersion(t *testing.T, newStore NewStore) {
 	assert.NoError(t, err)
 }
 
-// testRedrive: an operator runs a dead-lettered job again; the dead letter
-// stays final, a new job takes its place, once.
+// testRedrive: an operator runs a dead-lettered image generation job again
+// (its literal machine allows it from dead_letter); the dead letter stays
+// final, a new job takes its place, once.
 func testRedrive(t *testing.T, newStore NewStore) {
 	var credits counter
-	spec := m.ImageSpec()
-	spec.Policy.RedriveFrom = []jobstate.State{m.IDeadLetter}
-	spec.Create.Effect = credits.effect
-	f := newFixture(t, newStore, nil, spec)
-	j := f.create("image", jobstate.NewJob{Payload: []byte("a fox"), Owner: "alice", Priority: 3})
+	hooks := imagegen.Plain()
+	hooks.ReserveCredits = hook.Effect{Name: "reserve credits", Func: credits.effect}
+	f := newFixture(t, newStore, nil, imagegen.Spec(hooks))
+	j := f.create(imagegen.Name, jobstate.NewJob{Payload: []byte("a fox"), Owner: "alice", Priority: 3})
 	_, err := f.eng.Redrive(f.ctx, j.ID, jobstate.Call{Actor: "ops"})
 	assert.ErrorIs(t, err, jobstate.ErrInvalidTransition, "only from the states the machine names")
-	for i := 0; i < 4; i++ {
-		c := f.claim("image", "w")
+	for i := 0; i < imagegen.MaxRetries; i++ {
+		c := f.claim(imagegen.Name, "w")
 		_, err := f.eng.Fail(f.ctx, c.Lease, errors.New("API 500"))
 		require.NoError(t, err)
 		f.clock.Advance(time.Minute)
 		f.sweep()
 	}
 	dead := f.snapshot(j.ID)
-	require.Equal(t, m.IDeadLetter, dead.Job.State)
+	require.Equal(t, imagegen.DeadLetter, dead.Job.State)
 
 	n, err := f.eng.Redrive(f.ctx, j.ID, jobstate.Call{Actor: "ops", Reason: "API fixed"})
 	require.NoError(t, err)
 	assert.NotEqual(t, j.ID, n.ID)
-	assert.Equal(t, m.IQueued, n.State)
+	assert.Equal(t, imagegen.Queued, n.State)
 	assert.Equal(t, []byte("a fox"), n.Payload)
 	assert.Equal(t, "alice", n.Owner)
 	assert.Equal(t, 3, n.Priority)
-	assert.Equal(t, 3, n.MaxRetries)
+	assert.Equal(t, imagegen.EngineMaxRetries, n.MaxRetries)
 	assert.Equal(t, int64(2), credits.get(), "the new job goes through the creation effect")
 	h, err := f.eng.History(f.ctx, n.ID)
 	require.NoError(t, err)
@@ -1125,7 +1144,7 @@ func testRedrive(t *testing.T, newStore NewStore) {
 	assert.Contains(t, h[0].Reason, "API fixed")
 
 	after := f.snapshot(j.ID)
-	assert.Equal(t, m.IDeadLetter, after.Job.State, "the dead letter stays final")
+	assert.Equal(t, imagegen.DeadLetter, after.Job.State, "the dead letter stays final")
 	assert.Equal(t, dead.History, after.History)
 	require.Len(t, after.Effects, 1)
 	assert.Equal(t, jobstate.RedriveEffect, after.Effects[0].Name)
@@ -1138,11 +1157,12 @@ func testRedrive(t *testing.T, newStore NewStore) {
 
 // testRedriveObserverAndFiring: observers hear of the new job after the
 // old job's update, so they may act on the old job; the creation effect
-// sees the creation record through FiringOf.
+// sees the creation record through FiringOf. It runs the parking machine,
+// redriven from rejected.
 func testRedriveObserverAndFiring(t *testing.T, newStore NewStore) {
 	var reasons []string
-	spec := m.ImageSpec()
-	spec.Policy.RedriveFrom = []jobstate.State{m.IRejected}
+	spec := m.ParkingSpec()
+	spec.Policy.RedriveFrom = []jobstate.State{m.PRejected}
 	spec.Create.Effect = func(ctx context.Context, j jobstate.Job) error {
 		f, ok := jobstate.FiringOf(ctx)
 		require.True(t, ok)
@@ -1159,7 +1179,7 @@ func testRedriveObserverAndFiring(t *testing.T, newStore NewStore) {
 		}
 	})
 	f = newFixture(t, newStore, []jobstate.Option{obs}, spec)
-	j := f.create("image", jobstate.NewJob{Actor: "alice", Reason: "first"})
+	j := f.create("parking", jobstate.NewJob{Actor: "alice", Reason: "first"})
 	f.fire(j.ID, m.Reject, "moderator")
 	old = j.ID
 	_, err := f.eng.Redrive(f.ctx, j.ID, jobstate.Call{Actor: "ops"})
@@ -1169,3 +1189,15 @@ func testRedriveObserverAndFiring(t *testing.T, newStore NewStore) {
 	assert.Equal(t, "alice: first", reasons[0])
 	assert.Contains(t, reasons[1], "ops: redrive of job")
 }
+
+// bountySpec is the bounty marketplace's literal machine with its Plain
+// hooks, the refund counted by refunds.
+func bountySpec(refunds *counter) jobstate.Spec {
+	h := bounty.Plain()
+	h.Refund = hook.Effect{Name: "refund", Func: refunds.effect}
+	return bounty.Spec(h)
+}
+
+// activeUser is file delivery's start_download argument for a user who is
+// ACTIVE.
+var activeUser = delivery.DownloadArgs{User: delivery.UserActive}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobstate/jobstate"
+	m "github.com/jobstate/jobstate/internal/machines"
 )
 
 // fixture is an engine over a fresh store with a manual clock.
@@ -20,11 +21,15 @@ type fixture struct {
 	eng   *jobstate.Engine
 }
 
+// newFixture runs the machines of specs. A machine bearing the name of one
+// of the five lifecycles must be that lifecycle's literal definition
+// (machines.Check); a test that changes its rules gives it a generic name.
 func newFixture(t *testing.T, newStore NewStore, opts []jobstate.Option, specs ...jobstate.Spec) *fixture {
 	t.Helper()
 	f := &fixture{t: t, ctx: context.Background(), clock: jobstate.NewManualClock(Epoch), store: newStore(t)}
 	var defs []*jobstate.Definition
 	for _, s := range specs {
+		require.NoError(t, m.Check(s))
 		d, err := jobstate.NewDefinition(s)
 		require.NoError(t, err)
 		defs = append(defs, d)

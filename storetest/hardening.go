@@ -60,7 +60,7 @@ func withEffect(spec jobstate.Spec, ev jobstate.Event, fx jobstate.EffectFunc) j
 func testSucceedRuleEffectFails(t *testing.T, newStore NewStore) {
 	var ruleRuns, ruleFails atomic.Int64
 	ruleFails.Store(1)
-	spec := withEffect(m.DocsSpec(), jobstate.EventSucceed, func(context.Context, jobstate.Job) error {
+	spec := withEffect(m.QueueSpec(), jobstate.EventSucceed, func(context.Context, jobstate.Job) error {
 		if ruleFails.Load() > 0 {
 			return errors.New("notification service down")
 		}
@@ -68,9 +68,9 @@ func testSucceedRuleEffectFails(t *testing.T, newStore NewStore) {
 		return nil
 	})
 	f := newFixture(t, newStore, nil, spec)
-	j := f.create("docs", jobstate.NewJob{})
+	j := f.create("queue", jobstate.NewJob{})
 	f.fire(j.ID, m.Submit, "u")
-	c := f.claim("docs", "w")
+	c := f.claim("queue", "w")
 	var commits counter
 	in := jobstate.CommitInput{Result: []byte("out"), Effect: commits.effect}
 
@@ -103,14 +103,14 @@ func testSucceedRuleEffectFails(t *testing.T, newStore NewStore) {
 // such nested creates, from several goroutines, all complete.
 func testNestedKeyedCreates(t *testing.T, newStore NewStore, n int) {
 	var f *fixture
-	spec := m.DocsSpec()
+	spec := m.QueueSpec()
 	spec.Create.Effect = func(ctx context.Context, j jobstate.Job) error {
 		fr, _ := jobstate.FiringOf(ctx)
 		parent, ok := fr.Args.(int)
 		if !ok {
 			return nil // a child
 		}
-		_, err := f.eng.Create(ctx, jobstate.NewJob{Machine: "docs", Key: fmt.Sprintf("child-%d", parent)})
+		_, err := f.eng.Create(ctx, jobstate.NewJob{Machine: "queue", Key: fmt.Sprintf("child-%d", parent)})
 		return err
 	}
 	f = newFixture(t, newStore, nil, spec)
@@ -119,7 +119,7 @@ func testNestedKeyedCreates(t *testing.T, newStore NewStore, n int) {
 	for w := 0; w < workers; w++ {
 		go func(w int) {
 			for i := w; i < n; i += workers {
-				if _, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: "docs", Key: fmt.Sprintf("parent-%d", i), Args: i}); err != nil {
+				if _, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: "queue", Key: fmt.Sprintf("parent-%d", i), Args: i}); err != nil {
 					done <- err
 					return
 				}
@@ -139,7 +139,7 @@ func testNestedKeyedCreates(t *testing.T, newStore NewStore, n int) {
 		}
 	}
 	for _, i := range []int{0, n / 2, n - 1} {
-		c, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: "docs", Key: fmt.Sprintf("child-%d", i)})
+		c, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: "queue", Key: fmt.Sprintf("child-%d", i)})
 		require.NoError(t, err)
 		assert.True(t, c.Existing, "child %d was created by its parent's effect", i)
 	}
@@ -149,9 +149,9 @@ func testNestedKeyedCreates(t *testing.T, newStore NewStore, n int) {
 // refused, since the committed job could never be finished; a committed
 // execution cannot move on with Advance either.
 func testCommitNeedsSucceedRule(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DeliverySpec())
-	j := f.create("delivery", jobstate.NewJob{})
-	c := f.claim("delivery", "w")
+	f := newFixture(t, newStore, nil, m.TransferSpec())
+	j := f.create("transfer", jobstate.NewJob{})
+	c := f.claim("transfer", "w")
 	before := f.snapshot(j.ID)
 	var commits counter
 	_, err := f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{Effect: commits.effect})
@@ -159,7 +159,7 @@ func testCommitNeedsSucceedRule(t *testing.T, newStore NewStore) {
 	var te *jobstate.TransitionError
 	require.ErrorAs(t, err, &te)
 	assert.Equal(t, jobstate.EventSucceed, te.Event)
-	assert.Equal(t, m.DClaimed, te.From)
+	assert.Equal(t, m.TClaimed, te.From)
 	assert.Equal(t, before, f.snapshot(j.ID), "nothing written")
 	assert.Zero(t, commits.get(), "the effect did not run")
 
@@ -174,7 +174,7 @@ func testCommitNeedsSucceedRule(t *testing.T, newStore NewStore) {
 	f.clock.Advance(time.Minute)
 	rep := f.sweep()
 	assert.Equal(t, 1, rep.Finalized)
-	assert.Equal(t, m.DDelivered, f.get(j.ID).State)
+	assert.Equal(t, m.TDelivered, f.get(j.ID).State)
 }
 
 // refuseRequeue is a requeue guard that refuses jobs whose owner is "bad".
@@ -189,7 +189,7 @@ func refuseRequeue(_ context.Context, in jobstate.GuardInput) error {
 // all due before a good job, do not hide it; they are reported and pushed
 // back, so that the next pass does not try them at once.
 func testSweepNotStarved(t *testing.T, newStore NewStore) {
-	spec := m.DocsSpec()
+	spec := m.QueueSpec()
 	for i := range spec.Rules {
 		if spec.Rules[i].Event == jobstate.EventRequeue {
 			spec.Rules[i].Guard, spec.Rules[i].GuardName = refuseRequeue, "not bad"
@@ -197,7 +197,7 @@ func testSweepNotStarved(t *testing.T, newStore NewStore) {
 	}
 	f := newFixture(t, newStore, nil, spec)
 	retrying := func(owner string) uuid.UUID {
-		j := f.create("docs", jobstate.NewJob{Owner: owner})
+		j := f.create("queue", jobstate.NewJob{Owner: owner})
 		f.fire(j.ID, m.Submit, "u")
 		c, err := f.eng.ClaimJob(f.ctx, j.ID, jobstate.ClaimRequest{Worker: "w"})
 		require.NoError(t, err)
@@ -238,30 +238,30 @@ func testSweepNotStarved(t *testing.T, newStore NewStore) {
 func testSweepOwnMachines(t *testing.T, newStore NewStore) {
 	store := newStore(t)
 	clock := jobstate.NewManualClock(Epoch)
-	docs, err := jobstate.New(store, jobstate.WithClock(clock), jobstate.WithMachines(m.Docs()))
+	queues, err := jobstate.New(store, jobstate.WithClock(clock), jobstate.WithMachines(m.Queue()))
 	require.NoError(t, err)
-	deliveries, err := jobstate.New(store, jobstate.WithClock(clock), jobstate.WithMachines(m.Must(m.DeliverySpec())))
+	transfers, err := jobstate.New(store, jobstate.WithClock(clock), jobstate.WithMachines(m.Must(m.TransferSpec())))
 	require.NoError(t, err)
 	ctx := context.Background()
 	for i := 0; i < 300; i++ {
-		_, err := deliveries.Create(ctx, jobstate.NewJob{Machine: "delivery", TTL: time.Second})
+		_, err := transfers.Create(ctx, jobstate.NewJob{Machine: "transfer", TTL: time.Second})
 		require.NoError(t, err)
 	}
 	clock.Advance(time.Millisecond)
-	c, err := docs.Create(ctx, jobstate.NewJob{Machine: "docs", TTL: time.Second})
+	c, err := queues.Create(ctx, jobstate.NewJob{Machine: "queue", TTL: time.Second})
 	require.NoError(t, err)
-	_, err = docs.Fire(ctx, c.Job.ID, m.Submit, jobstate.Call{})
+	_, err = queues.Fire(ctx, c.Job.ID, m.Submit, jobstate.Call{})
 	require.NoError(t, err)
-	cl, err := docs.Claim(ctx, jobstate.ClaimRequest{Machine: "docs", Worker: "w"})
+	cl, err := queues.Claim(ctx, jobstate.ClaimRequest{Machine: "queue", Worker: "w"})
 	require.NoError(t, err)
 	clock.Advance(time.Hour)
-	rep, err := docs.Sweep(ctx)
+	rep, err := queues.Sweep(ctx)
 	require.NoError(t, err, "another engine's jobs are not this engine's failures")
 	assert.Equal(t, 1, rep.Jobs)
 	assert.Equal(t, 1, rep.Aborted)
-	_, err = docs.Heartbeat(ctx, cl.Lease)
+	_, err = queues.Heartbeat(ctx, cl.Lease)
 	assert.ErrorIs(t, err, jobstate.ErrLeaseLost)
-	rep, err = deliveries.Sweep(ctx)
+	rep, err = transfers.Sweep(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 300, rep.Expired, "the other engine sweeps its own")
 }
@@ -270,22 +270,22 @@ func testSweepOwnMachines(t *testing.T, newStore NewStore) {
 // passed over and the next one claimed.
 func testClaimSkipsFailingEffect(t *testing.T, newStore NewStore) {
 	boom := errors.New("cannot reserve a GPU for this one")
-	spec := withEffect(m.DocsSpec(), jobstate.EventClaim, func(_ context.Context, j jobstate.Job) error {
+	spec := withEffect(m.QueueSpec(), jobstate.EventClaim, func(_ context.Context, j jobstate.Job) error {
 		if j.Owner == "bad" {
 			return boom
 		}
 		return nil
 	})
 	f := newFixture(t, newStore, nil, spec)
-	bad := f.create("docs", jobstate.NewJob{Owner: "bad", Priority: 9})
+	bad := f.create("queue", jobstate.NewJob{Owner: "bad", Priority: 9})
 	f.fire(bad.ID, m.Submit, "u")
-	good := f.create("docs", jobstate.NewJob{Owner: "good"})
+	good := f.create("queue", jobstate.NewJob{Owner: "good"})
 	f.fire(good.ID, m.Submit, "u")
 	before := f.snapshot(bad.ID)
-	c := f.claim("docs", "w")
+	c := f.claim("queue", "w")
 	assert.Equal(t, good.ID, c.Job.ID, "the failing job is skipped, the next one claimed")
 	assert.Equal(t, before, f.snapshot(bad.ID))
-	_, err := f.eng.Claim(f.ctx, jobstate.ClaimRequest{Machine: "docs", Worker: "w"})
+	_, err := f.eng.Claim(f.ctx, jobstate.ClaimRequest{Machine: "queue", Worker: "w"})
 	assert.ErrorIs(t, err, jobstate.ErrNoJob)
 	assert.ErrorIs(t, err, boom, "the failure that left nothing to claim is told")
 }
@@ -294,18 +294,18 @@ func testClaimSkipsFailingEffect(t *testing.T, newStore NewStore) {
 // correctly, durations and instants outside are refused, backoff growth
 // saturates, and a broken random source never gives a negative delay.
 func testTimesAtEdges(t *testing.T, newStore NewStore) {
-	spec := m.DeliverySpec()
+	spec := m.TransferSpec()
 	spec.Policy.Retry = jobstate.RetryPolicy{MaxRetries: jobstate.Unlimited, Backoff: jobstate.ExponentialBackoff(time.Second, 2, 0)}
 	f := newFixture(t, newStore, nil, spec)
 	// Far-future jobs do not block the claims of due ones, nor the sweep.
-	f.create("delivery", jobstate.NewJob{NotBefore: jobstate.MaxTime})
-	f.create("delivery", jobstate.NewJob{Deadline: jobstate.MaxTime, Priority: -1})
-	ancient := f.create("delivery", jobstate.NewJob{Deadline: time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC), Priority: -2})
-	due := f.create("delivery", jobstate.NewJob{})
+	f.create("transfer", jobstate.NewJob{NotBefore: jobstate.MaxTime})
+	f.create("transfer", jobstate.NewJob{Deadline: jobstate.MaxTime, Priority: -1})
+	ancient := f.create("transfer", jobstate.NewJob{Deadline: time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC), Priority: -2})
+	due := f.create("transfer", jobstate.NewJob{})
 	rep := f.sweep()
 	assert.Equal(t, 1, rep.Expired, "a deadline in 1500 has passed")
-	assert.Equal(t, m.DExpired, f.get(ancient.ID).State)
-	c := f.claim("delivery", "w")
+	assert.Equal(t, m.TExpired, f.get(ancient.ID).State)
+	c := f.claim("transfer", "w")
 	assert.Equal(t, due.ID, c.Job.ID)
 
 	// Uncapped exponential backoff saturates at DefaultMaxBackoff.
@@ -331,11 +331,11 @@ func testTimesAtEdges(t *testing.T, newStore NewStore) {
 		"deadline":   {Deadline: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
 		"not-before": {NotBefore: time.Date(-5, 1, 1, 0, 0, 0, 0, time.UTC)},
 	} {
-		nj.Machine = "delivery"
+		nj.Machine = "transfer"
 		_, err := f.eng.Create(f.ctx, nj)
 		assert.ErrorIs(t, err, jobstate.ErrInvalidArgument, name)
 	}
-	_, err = f.eng.Claim(f.ctx, jobstate.ClaimRequest{Machine: "delivery", Worker: "w", TTL: 2562047 * time.Hour})
+	_, err = f.eng.Claim(f.ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w", TTL: 2562047 * time.Hour})
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 	_, err = f.eng.Snooze(f.ctx, c.Lease, jobstate.MaxDuration+1)
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
@@ -345,7 +345,7 @@ func testTimesAtEdges(t *testing.T, newStore NewStore) {
 	f.clock.Set(time.Time{})
 	_, err = f.eng.Snooze(f.ctx, c.Lease, 0)
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
-	_, err = f.eng.Create(f.ctx, jobstate.NewJob{Machine: "delivery"})
+	_, err = f.eng.Create(f.ctx, jobstate.NewJob{Machine: "transfer"})
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 	_, err = f.eng.Sweep(f.ctx)
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
@@ -368,10 +368,10 @@ func nanValue() float64 {
 // testNoAliasing: what the engine keeps from the caller is a copy, and
 // what it returns shares nothing the caller could change in the store.
 func testNoAliasing(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DocsSpec())
+	f := newFixture(t, newStore, nil, m.QueueSpec())
 	payload := []byte("payload-1")
 	b := jobstate.FixedBackoff(time.Second)
-	j := f.create("docs", jobstate.NewJob{Payload: payload, Retry: &jobstate.RetryOverride{Backoff: &b}})
+	j := f.create("queue", jobstate.NewJob{Payload: payload, Retry: &jobstate.RetryOverride{Backoff: &b}})
 	copy(payload, "XXXXXXXXX")
 	b.Initial = 3 * time.Hour
 	got := f.get(j.ID)
@@ -383,7 +383,7 @@ func testNoAliasing(t *testing.T, newStore NewStore) {
 	assert.Equal(t, time.Second, f.get(j.ID).Backoff.Initial, "a returned job shares nothing but its byte slices")
 
 	f.fire(j.ID, m.Submit, "u")
-	c := f.claim("docs", "w")
+	c := f.claim("queue", "w")
 	result := []byte("result-1")
 	_, err := f.eng.Succeed(f.ctx, c.Lease, jobstate.CommitInput{Result: result})
 	require.NoError(t, err)
@@ -394,23 +394,23 @@ func testNoAliasing(t *testing.T, newStore NewStore) {
 // testPriorityFirst: among due jobs, a higher priority is claimed first,
 // whatever the age.
 func testPriorityFirst(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DeliverySpec())
+	f := newFixture(t, newStore, nil, m.TransferSpec())
 	var low []uuid.UUID
 	for i := 0; i < 5; i++ {
-		low = append(low, f.create("delivery", jobstate.NewJob{}).ID)
+		low = append(low, f.create("transfer", jobstate.NewJob{}).ID)
 		f.clock.Advance(time.Second)
 	}
-	high := f.create("delivery", jobstate.NewJob{Priority: 10})
-	assert.Equal(t, high.ID, f.claim("delivery", "w").Job.ID, "a high-priority job overtakes older low-priority ones")
-	assert.Equal(t, low[0], f.claim("delivery", "w").Job.ID, "then the oldest")
+	high := f.create("transfer", jobstate.NewJob{Priority: 10})
+	assert.Equal(t, high.ID, f.claim("transfer", "w").Job.ID, "a high-priority job overtakes older low-priority ones")
+	assert.Equal(t, low[0], f.claim("transfer", "w").Job.ID, "then the oldest")
 }
 
 // testRetriedNotStarved: a retried job is due when its backoff ends; fresh
 // jobs of equal priority created after that do not overtake it.
 func testRetriedNotStarved(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DeliverySpec())
-	r := f.create("delivery", jobstate.NewJob{})
-	c := f.claim("delivery", "w")
+	f := newFixture(t, newStore, nil, m.TransferSpec())
+	r := f.create("transfer", jobstate.NewJob{})
+	c := f.claim("transfer", "w")
 	_, err := f.eng.Advance(f.ctx, c.Lease, m.StartDownload, jobstate.Call{})
 	require.NoError(t, err)
 	failed, err := f.eng.Fail(f.ctx, c.Lease, errors.New("flaky"))
@@ -418,7 +418,7 @@ func testRetriedNotStarved(t *testing.T, newStore NewStore) {
 	f.clock.Set(failed.NotBefore)
 	for i := 0; i < 20; i++ {
 		f.clock.Advance(time.Millisecond)
-		f.create("delivery", jobstate.NewJob{})
+		f.create("transfer", jobstate.NewJob{})
 	}
-	assert.Equal(t, r.ID, f.claim("delivery", "w").Job.ID, "the retried job, due first, is claimed first")
+	assert.Equal(t, r.ID, f.claim("transfer", "w").Job.ID, "the retried job, due first, is claimed first")
 }

@@ -53,20 +53,20 @@ func listAll(t *testing.T, eng *jobstate.Engine, q jobstate.ListQuery) []uuid.UU
 }
 
 func testListFilters(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DocsSpec(), m.DeliverySpec())
+	f := newFixture(t, newStore, nil, m.QueueSpec(), m.TransferSpec())
 	var a, b, c, d, e jobstate.Job
-	a = f.create("docs", jobstate.NewJob{Owner: "alice", Key: "k-a"})
+	a = f.create("queue", jobstate.NewJob{Owner: "alice", Key: "k-a"})
 	f.clock.Advance(time.Second)
-	b = f.create("docs", jobstate.NewJob{Owner: "bob"})
+	b = f.create("queue", jobstate.NewJob{Owner: "bob"})
 	f.fire(b.ID, m.Submit, "bob")
 	f.clock.Advance(time.Second)
-	c = f.create("docs", jobstate.NewJob{Owner: "alice"})
+	c = f.create("queue", jobstate.NewJob{Owner: "alice"})
 	f.fire(c.ID, m.Submit, "alice")
 	f.fire(c.ID, jobstate.EventCancel, "alice")
 	f.clock.Advance(time.Second)
-	d = f.create("delivery", jobstate.NewJob{Owner: "alice"})
+	d = f.create("transfer", jobstate.NewJob{Owner: "alice"})
 	f.clock.Advance(time.Second)
-	e = f.create("delivery", jobstate.NewJob{Owner: "carol"})
+	e = f.create("transfer", jobstate.NewJob{Owner: "carol"})
 	f.fire(e.ID, jobstate.EventCancel, "carol")
 	c, e = f.get(c.ID), f.get(e.ID)
 	ids := func(js ...jobstate.Job) []uuid.UUID {
@@ -81,12 +81,12 @@ func testListFilters(t *testing.T, newStore NewStore) {
 		want []uuid.UUID
 	}{
 		"all":               {jobstate.ListQuery{}, ids(a, b, c, d, e)},
-		"machine":           {jobstate.ListQuery{Machine: "docs"}, ids(a, b, c)},
-		"machine and state": {jobstate.ListQuery{Machine: "docs", States: []jobstate.State{m.Queued, m.Created}}, ids(a, b)},
+		"machine":           {jobstate.ListQuery{Machine: "queue"}, ids(a, b, c)},
+		"machine and state": {jobstate.ListQuery{Machine: "queue", States: []jobstate.State{m.Queued, m.Created}}, ids(a, b)},
 		"kind":              {jobstate.ListQuery{Kinds: []jobstate.Kind{jobstate.KindTerminal}}, ids(c, e)},
 		"outcome":           {jobstate.ListQuery{Outcomes: []jobstate.Outcome{jobstate.OutcomeCancelled}}, ids(e)},
 		"owner":             {jobstate.ListQuery{Owner: "alice"}, ids(a, c, d)},
-		"owner and machine": {jobstate.ListQuery{Owner: "alice", Machine: "delivery"}, ids(d)},
+		"owner and machine": {jobstate.ListQuery{Owner: "alice", Machine: "transfer"}, ids(d)},
 		"key":               {jobstate.ListQuery{Key: "k-a"}, ids(a)},
 		"created range":     {jobstate.ListQuery{CreatedFrom: Epoch.Add(time.Second), CreatedTo: Epoch.Add(3 * time.Second)}, ids(b, c)},
 		"updated range":     {jobstate.ListQuery{UpdatedFrom: Epoch.Add(4 * time.Second)}, ids(e)},
@@ -100,17 +100,17 @@ func testListFilters(t *testing.T, newStore NewStore) {
 			assert.Equal(t, tc.want, listAll(t, f.eng, q), "%s, pages of %d", name, limit)
 		}
 	}
-	page, err := f.eng.List(f.ctx, jobstate.ListQuery{Machine: "docs", Limit: 2}, "")
+	page, err := f.eng.List(f.ctx, jobstate.ListQuery{Machine: "queue", Limit: 2}, "")
 	require.NoError(t, err)
 	assert.Equal(t, f.get(a.ID), page.Jobs[0], "listed jobs are the stored jobs")
 	assert.NotEmpty(t, page.Next)
 }
 
 func testListOrders(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DocsSpec())
+	f := newFixture(t, newStore, nil, m.QueueSpec())
 	var created []uuid.UUID
 	for i := 0; i < 7; i++ {
-		created = append(created, f.create("docs", jobstate.NewJob{}).ID)
+		created = append(created, f.create("queue", jobstate.NewJob{}).ID)
 		f.clock.Advance(time.Second)
 	}
 	// Update in another order: 3, 0, 5.
@@ -142,12 +142,12 @@ func testListOrders(t *testing.T, newStore NewStore) {
 // create jobs and move existing ones: no job is returned twice, and every
 // job that existed before the paging began is returned.
 func testListStablePaging(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DocsSpec())
+	f := newFixture(t, newStore, nil, m.QueueSpec())
 	const n = 10000
 	before := make(map[uuid.UUID]bool, n)
 	var ids []uuid.UUID
 	for i := 0; i < n; i++ {
-		j := f.create("docs", jobstate.NewJob{})
+		j := f.create("queue", jobstate.NewJob{})
 		before[j.ID] = true
 		ids = append(ids, j.ID)
 		if i%100 == 0 {
@@ -162,7 +162,7 @@ func testListStablePaging(t *testing.T, newStore NewStore) {
 			go func() { // creates
 				defer wg.Done()
 				for ctx.Err() == nil {
-					if _, err := f.eng.Create(context.Background(), jobstate.NewJob{Machine: "docs"}); err != nil {
+					if _, err := f.eng.Create(context.Background(), jobstate.NewJob{Machine: "queue"}); err != nil {
 						t.Error(err)
 						return
 					}
@@ -181,7 +181,7 @@ func testListStablePaging(t *testing.T, newStore NewStore) {
 			seen := make(map[uuid.UUID]bool)
 			cursor := ""
 			for {
-				page, err := f.eng.List(context.Background(), jobstate.ListQuery{Machine: "docs", Desc: desc, Limit: 97}, cursor)
+				page, err := f.eng.List(context.Background(), jobstate.ListQuery{Machine: "queue", Desc: desc, Limit: 97}, cursor)
 				require.NoError(t, err)
 				for _, j := range page.Jobs {
 					require.False(t, seen[j.ID], "job %s returned twice", j.ID)
@@ -210,9 +210,9 @@ func flip(c byte) string {
 }
 
 func testListRefusals(t *testing.T, newStore NewStore) {
-	f := newFixture(t, newStore, nil, m.DocsSpec())
+	f := newFixture(t, newStore, nil, m.QueueSpec())
 	for i := 0; i < 3; i++ {
-		f.create("docs", jobstate.NewJob{})
+		f.create("queue", jobstate.NewJob{})
 	}
 	page, err := f.eng.List(f.ctx, jobstate.ListQuery{Limit: 1}, "")
 	require.NoError(t, err)

@@ -24,7 +24,7 @@ func propListMatchesModel(rt *rapid.T, t *testing.T, newStore NewStore) {
 	ctx := context.Background()
 	clock := jobstate.NewManualClock(Epoch)
 	var defs []*jobstate.Definition
-	for _, spec := range []jobstate.Spec{m.DocsSpec(), m.DeliverySpec()} {
+	for _, spec := range []jobstate.Spec{m.QueueSpec(), m.TransferSpec()} {
 		d, err := jobstate.NewDefinition(spec)
 		if err != nil {
 			rt.Fatalf("definition: %v", err)

@@ -32,10 +32,10 @@ func testStress(t *testing.T, newStore NewStore, n int) {
 			terminal.Add(1)
 		}
 	})
-	f := newFixture(t, newStore, []jobstate.Option{obs}, m.DerivedSpec())
+	f := newFixture(t, newStore, []jobstate.Option{obs}, m.ProjectedSpec())
 	ids := make([]uuid.UUID, n)
 	for i := range ids {
-		ids[i] = f.create("derived", jobstate.NewJob{}).ID
+		ids[i] = f.create("projected", jobstate.NewJob{}).ID
 	}
 	var mu sync.Mutex
 	effects := make(map[uuid.UUID]int, n)
@@ -60,7 +60,7 @@ func testStress(t *testing.T, newStore NewStore, n int) {
 					return
 				default:
 				}
-				c, err := f.eng.Claim(f.ctx, jobstate.ClaimRequest{Machine: "derived", Worker: worker})
+				c, err := f.eng.Claim(f.ctx, jobstate.ClaimRequest{Machine: "projected", Worker: worker})
 				if errors.Is(err, jobstate.ErrNoJob) {
 					runtime.Gosched()
 					continue
