@@ -6,22 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/machines/bounty"
+	"github.com/jobstate/jobstate/internal/machines/hook"
 )
 
-// The bounty's states, named as the lifecycle names them.
+// The bounty's states, named as the lifecycle names them (the literal
+// definition, internal/machines/bounty).
 const (
-	Open      jobstate.State = "open"
-	Funded    jobstate.State = "funded"
-	Resolved  jobstate.State = "resolved"
-	Expired   jobstate.State = "expired"
-	Cancelled jobstate.State = "cancelled"
+	Open      = bounty.Open
+	Funded    = bounty.Funded
+	Resolved  = bounty.Resolved
+	Expired   = bounty.Expired
+	Cancelled = bounty.Cancelled
 )
 
 // Machine is the name of the bounty machine.
-const Machine = "bounty"
+const Machine = bounty.Name
 
 // The bounty's user events. Cancel (T2, T5) is the library's
 // jobstate.EventCancel; a submission (POST /jobs/<id>/submit) is a claim of
@@ -30,16 +32,16 @@ const Machine = "bounty"
 // jobstate.EventExpire.
 const (
 	// Fund is T1's event (POST /jobs/<id>/fund).
-	Fund jobstate.Event = "fund"
+	Fund = bounty.Fund
 	// Join is a worker claiming a funded bounty (POST /jobs/<id>/claim):
 	// the worker joins the bounty's participants. It is a step of its own,
 	// before any submission; the bounty stays funded.
-	Join jobstate.Event = "join"
+	Join = bounty.Join
 )
 
 // Refund is the name of the once-only effect of T6 and T7. It is not a
 // state: the job stays expired or cancelled.
-const Refund = "refund"
+const Refund = bounty.Refund
 
 // The marketplace's limits.
 const (
@@ -53,24 +55,24 @@ const (
 	DefaultMaxRetries = 3
 	// MaxSubmissionsCap is the most submissions terms may allow; all of
 	// them may be judged at once (Policy.MaxExecutions).
-	MaxSubmissionsCap = 100
+	MaxSubmissionsCap = bounty.MaxSubmissionsCap
 	// MaxContentBytes is the size limit of one submission (invariant 8).
 	MaxContentBytes = 50 * 1024
 	// PassThreshold is ORACLE_PASS_THRESHOLD: the least score that passes.
 	PassThreshold = 80
 	// JudgingLease is how long a submission may stay judging without a
 	// verdict before it counts as stuck.
-	JudgingLease = 2 * time.Minute
+	JudgingLease = bounty.JudgingLease
 )
 
 // The guards' refusals. The engine returns them wrapped in a
 // *jobstate.TransitionError with jobstate.ErrGuardRefused.
 var (
-	ErrNotBuyer       = errors.New("only the buyer may do that")
+	ErrNotBuyer       = bounty.ErrNotBuyer
 	ErrBadDeposit     = errors.New("a deposit needs a 0x transaction hash and a depositor address")
-	ErrJudging        = errors.New("a submission is being judged (409)")
+	ErrJudging        = bounty.ErrJudging
 	ErrNotRegistered  = errors.New("worker is not registered")
-	ErrSelfDealing    = errors.New("the buyer cannot work on their own bounty")
+	ErrSelfDealing    = bounty.ErrSelfDealing
 	ErrReputation     = errors.New("completion rate below the bounty's minimum")
 	ErrTooLarge       = errors.New("submission larger than 50KB")
 	ErrMaxSubmissions = errors.New("the bounty has all the submissions it accepts")
@@ -137,46 +139,25 @@ type SubmitArgs struct {
 	Joined  bool
 }
 
-// NewMachine declares the bounty machine: its states, its table with the
-// guards and effects of T1-T5, the claim (join) and the submission, its
-// lifecycle policy, and the refund of T6/T7 as a once-only effect.
-// Effects write to db.
+// NewMachine returns the bounty machine, the literal definition of
+// internal/machines/bounty, with the guards and effects of T1-T5, the claim
+// (join) and the submission, and the refund of T6/T7 bound to the
+// marketplace. Effects write to db.
 func NewMachine(db *DB) (*jobstate.Definition, error) {
-	return jobstate.NewDefinition(jobstate.Spec{
-		Name: Machine,
-		States: []jobstate.StateSpec{
-			{Name: Open, Kind: jobstate.KindInitial, Description: "created, awaiting funding"},
-			{Name: Funded, Kind: jobstate.KindReady, Description: "deposit verified, accepting submissions"},
-			{Name: Resolved, Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded, Description: "a submission passed, winner paid"},
-			{Name: Expired, Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeExpired, Description: "past its deadline unresolved (refundable)"},
-			{Name: Cancelled, Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeCancelled, Description: "cancelled by the buyer (refundable)"},
-		},
-		Initial: Open,
-		Rules: []jobstate.Rule{
-			{From: []jobstate.State{Open}, Event: Fund, To: Funded, Guard: buyerWithDeposit, GuardName: "buyer, valid deposit",
-				Effect: db.recordDeposit, EffectName: "record deposit (tx hash unique)", Description: "T1"},
-			{From: []jobstate.State{Open}, Event: jobstate.EventCancel, To: Cancelled, Guard: buyerOnly, GuardName: "buyer",
-				Description: "T2"},
-			{From: []jobstate.State{Funded}, Event: Join, To: Funded, Guard: joinAllowed,
-				GuardName: "registered, not the buyer, reputation, not yet claimed",
-				Effect:    db.recordJoin, EffectName: "add to participants, count the claim", Description: "a worker claims the bounty"},
-			{From: []jobstate.State{Funded}, Event: jobstate.EventClaim, To: Funded, Guard: submissionAllowed,
-				GuardName:   "participant, 50KB, max submissions, max retries per worker",
-				Description: "a submission starts judging"},
-			{From: []jobstate.State{Funded}, Event: jobstate.EventSucceed, To: Resolved, Description: "T3: the first passer wins"},
-			{From: []jobstate.State{Funded}, Event: jobstate.EventExpire, To: Expired, Description: "T4: lazy expiry on read"},
-			{From: []jobstate.State{Funded}, Event: jobstate.EventCancel, To: Cancelled, Guard: buyerAndNothingJudging, GuardName: "buyer, nothing judging",
-				Description: "T5"},
-		},
-		Policy: jobstate.Policy{
-			LeaseTTL:        JudgingLease,
-			MaxExecutions:   MaxSubmissionsCap,
-			FailOnLeaseLoss: true,
-			LazyExpiry:      true,
-		},
-		Create:  jobstate.CreateSpec{Guard: validTerms, GuardName: "buyer, valid terms", Effect: db.indexBounty, EffectName: "list the bounty"},
-		Effects: []jobstate.EffectSpec{{Name: Refund, In: []jobstate.State{Expired, Cancelled}, Guard: buyerOnly, GuardName: "buyer", Run: db.refund, RunName: "refund"}},
-	})
+	buyer := hook.Guard{Name: "buyer", Func: buyerOnly}
+	return jobstate.NewDefinition(bounty.Spec(bounty.Hooks{
+		Create:        hook.Guard{Name: "buyer, valid terms", Func: validTerms},
+		ListBounty:    hook.Effect{Name: "list the bounty", Func: db.indexBounty},
+		Fund:          hook.Guard{Name: "buyer, valid deposit", Func: buyerWithDeposit},
+		RecordDeposit: hook.Effect{Name: "record deposit (tx hash unique)", Func: db.recordDeposit},
+		CancelOpen:    buyer,
+		Join:          hook.Guard{Name: "registered, not the buyer, reputation, not yet claimed", Func: joinAllowed},
+		RecordJoin:    hook.Effect{Name: "add to participants, count the claim", Func: db.recordJoin},
+		Submit:        hook.Guard{Name: "participant, 50KB, max submissions, max retries per worker", Func: submissionAllowed},
+		CancelFunded:  hook.Guard{Name: "buyer, nothing judging", Func: buyerAndNothingJudging},
+		RefundGuard:   buyer,
+		Refund:        hook.Effect{Name: "refund", Func: db.refund},
+	}))
 }
 
 // validTerms is the creation guard: a bounty is posted by its buyer, with a
@@ -203,12 +184,7 @@ func validTerms(_ context.Context, in jobstate.GuardInput) error {
 }
 
 // buyerOnly allows the move only to the bounty's buyer (invariant 1).
-func buyerOnly(_ context.Context, in jobstate.GuardInput) error {
-	if in.Actor != in.Job.Owner {
-		return ErrNotBuyer
-	}
-	return nil
-}
+func buyerOnly(ctx context.Context, in jobstate.GuardInput) error { return bounty.BuyerOnly(ctx, in) }
 
 // buyerWithDeposit is T1's guard: the buyer, with a well-formed deposit
 // (on-chain verification is assumed, as in the lifecycle's DEV_MODE).
@@ -236,15 +212,7 @@ func isTxHash(s string) bool {
 // buyerAndNothingJudging is T5's guard: the buyer, and no submission being
 // judged (invariant 9), which it reads from the job's live executions.
 func buyerAndNothingJudging(ctx context.Context, in jobstate.GuardInput) error {
-	if err := buyerOnly(ctx, in); err != nil {
-		return err
-	}
-	for _, x := range in.Executions {
-		if x.Status.Live() {
-			return ErrJudging
-		}
-	}
-	return nil
+	return bounty.BuyerAndNothingJudging(ctx, in)
 }
 
 // joinAllowed is the guard of a claim (join): a registered worker (2) who

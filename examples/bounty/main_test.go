@@ -18,6 +18,8 @@ import (
 
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/internal/doccheck"
+	"github.com/jobstate/jobstate/internal/machines"
+	"github.com/jobstate/jobstate/internal/machines/bounty"
 	"github.com/jobstate/jobstate/memstore"
 )
 
@@ -449,6 +451,16 @@ func TestStory(t *testing.T) {
 		assert.Contains(t, s, want)
 	}
 	assert.Equal(t, 1, strings.Count(s, "passed, won"))
+}
+
+// TestMachineIsTheLiteralDefinition fails when the machine this program
+// registers differs from the bounty marketplace's literal definition
+// (internal/machines/bounty).
+func TestMachineIsTheLiteralDefinition(t *testing.T) {
+	def, err := NewMachine(NewDB())
+	require.NoError(t, err)
+	assert.Equal(t, bounty.Name, def.Name())
+	assert.NoError(t, machines.CheckDefinition(def))
 }
 
 // TestDiagramIsCurrent checks that the diagram in the documentation page is

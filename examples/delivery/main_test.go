@@ -14,6 +14,8 @@ import (
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/examples/internal/exstore"
 	"github.com/jobstate/jobstate/internal/doccheck"
+	"github.com/jobstate/jobstate/internal/machines"
+	"github.com/jobstate/jobstate/internal/machines/delivery"
 	"github.com/jobstate/jobstate/jobstatetest"
 )
 
@@ -224,6 +226,16 @@ var update = flag.Bool("update", false, "rewrite the mermaid block of "+docPath+
 
 // docPath is the example's documentation page, relative to this package.
 const docPath = "../../docs/examples/delivery.md"
+
+// TestMachineIsTheLiteralDefinition fails when the machine this program
+// registers differs from file delivery's literal definition
+// (internal/machines/delivery).
+func TestMachineIsTheLiteralDefinition(t *testing.T) {
+	def, err := Machine()
+	require.NoError(t, err)
+	assert.Equal(t, delivery.Name, def.Name())
+	assert.NoError(t, machines.CheckDefinition(def))
+}
 
 // TestDiagramIsCurrent checks that the ```mermaid block of the example's
 // page is the definition's diagram; -update rewrites it.

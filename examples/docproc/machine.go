@@ -1,21 +1,21 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"time"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/machines/docproc"
 )
 
-// The states of document processing.
+// The states of document processing (the literal definition,
+// internal/machines/docproc).
 const (
-	Created   jobstate.State = "CREATED"
-	Queued    jobstate.State = "QUEUED"
-	Running   jobstate.State = "RUNNING"
-	Succeeded jobstate.State = "SUCCEEDED"
-	Failed    jobstate.State = "FAILED"
-	Retrying  jobstate.State = "RETRYING"
+	Created   = docproc.Created
+	Queued    = docproc.Queued
+	Running   = docproc.Running
+	Succeeded = docproc.Succeeded
+	Failed    = docproc.Failed
+	Retrying  = docproc.Retrying
 )
 
 // The events a caller fires by name. The others are the engine's lifecycle
@@ -24,22 +24,22 @@ const (
 // Engine.Cancel).
 const (
 	// EventSubmit is the job submission, CREATED → QUEUED.
-	EventSubmit jobstate.Event = "submit"
+	EventSubmit = docproc.Submit
 	// EventResourceExhaustion is QUEUED → FAILED for resource exhaustion,
 	// which the lifecycle allows from QUEUED only.
-	EventResourceExhaustion jobstate.Event = "resource_exhaustion"
+	EventResourceExhaustion = docproc.ResourceExhaustion
 )
 
 // The example's settings.
 const (
 	// Machine is the name the definition is registered under.
-	Machine = "docproc"
+	Machine = docproc.Name
 	// MaxRetries is the lifecycle's maxRetries: always 3.
-	MaxRetries = 3
+	MaxRetries = docproc.MaxRetries
 	// RetryDelay is the lifecycle's fixed backoff.
-	RetryDelay = time.Second
+	RetryDelay = docproc.RetryDelay
 	// LeaseTTL is how long a worker may hold a job without a heartbeat.
-	LeaseTTL = 30 * time.Second
+	LeaseTTL = docproc.LeaseTTL
 	// WorkTime is how long one processing attempt takes in the
 	// demonstration.
 	WorkTime = 250 * time.Millisecond
@@ -47,124 +47,69 @@ const (
 	IdleWait = 250 * time.Millisecond
 )
 
-// kindError is an error with a message of its own that belongs to a wider
-// kind: errors.Is finds the kind.
-type kindError struct {
-	msg  string
-	kind error
-}
-
-// Error returns the error's own message.
-func (e *kindError) Error() string { return e.msg }
-
-// Unwrap returns the kind.
-func (e *kindError) Unwrap() error { return e.kind }
-
-// Retryable failures (document processing, "Retryable Failures"): they may succeed on
-// retry.
+// Retryable failures (document processing, "Retryable Failures"): they may
+// succeed on retry.
 var (
 	// ErrTransient: a transient system error (temporary resource
 	// unavailable).
-	ErrTransient = errors.New("transient system error")
+	ErrTransient = docproc.ErrTransient
 	// ErrResourceUnavailable is the transient error of the third example
 	// trace.
-	ErrResourceUnavailable error = &kindError{"temporary unavailable", ErrTransient}
+	ErrResourceUnavailable = docproc.ErrResourceUnavailable
 	// ErrTimeout: a timeout or deadline exceeded (context.DeadlineExceeded
 	// is one too).
-	ErrTimeout = errors.New("timeout")
+	ErrTimeout = docproc.ErrTimeout
 	// ErrQueueOverload: the queue is overloaded.
-	ErrQueueOverload = errors.New("queue overload")
+	ErrQueueOverload = docproc.ErrQueueOverload
 	// ErrDependencyUnavailable: a temporary external dependency is
 	// unavailable.
-	ErrDependencyUnavailable = errors.New("external dependency temporarily unavailable")
+	ErrDependencyUnavailable = docproc.ErrDependencyUnavailable
 )
 
-// Non-retryable failures (document processing, "Non-Retryable Failures"): retrying
-// cannot help; the job fails at once.
+// Non-retryable failures (document processing, "Non-Retryable Failures"):
+// retrying cannot help; the job fails at once.
 var (
 	// ErrInvalidDocument: invalid input document.
-	ErrInvalidDocument = errors.New("invalid input document")
+	ErrInvalidDocument = docproc.ErrInvalidDocument
 	// ErrCorruptDocument and ErrUnsupportedFormat are the two invalid
 	// documents the lifecycle names; the second is the error of the fourth
 	// example trace.
-	ErrCorruptDocument   error = &kindError{"corrupted document", ErrInvalidDocument}
-	ErrUnsupportedFormat error = &kindError{"invalid document format", ErrInvalidDocument}
+	ErrCorruptDocument   = docproc.ErrCorruptDocument
+	ErrUnsupportedFormat = docproc.ErrUnsupportedFormat
 	// ErrValidation: job validation failure.
-	ErrValidation = errors.New("job validation failure")
+	ErrValidation = docproc.ErrValidation
 	// ErrProcessingTimeout: a processing timeout that is permanent, not
 	// transient (unlike ErrTimeout).
-	ErrProcessingTimeout = errors.New("processing timeout (permanent)")
+	ErrProcessingTimeout = docproc.ErrProcessingTimeout
 	// ErrConfiguration: a configuration error.
-	ErrConfiguration = errors.New("configuration error")
+	ErrConfiguration = docproc.ErrConfiguration
 	// ErrResourceLimit: a resource limit exceeded.
-	ErrResourceLimit = errors.New("resource limit exceeded")
+	ErrResourceLimit = docproc.ErrResourceLimit
 	// ErrQuotaExceeded, ErrFileTooLarge and ErrTooComplex are the three
 	// resource limits the lifecycle names.
-	ErrQuotaExceeded error = &kindError{"quota exceeded", ErrResourceLimit}
-	ErrFileTooLarge  error = &kindError{"file size limit exceeded", ErrResourceLimit}
-	ErrTooComplex    error = &kindError{"complexity limit exceeded", ErrResourceLimit}
+	ErrQuotaExceeded = docproc.ErrQuotaExceeded
+	ErrFileTooLarge  = docproc.ErrFileTooLarge
+	ErrTooComplex    = docproc.ErrTooComplex
 )
 
-// RetryableErrors and NonRetryableErrors are the lifecycle's two lists, as the
-// classifier reads them.
+// RetryableErrors and NonRetryableErrors are the lifecycle's two lists, as
+// the classifier reads them.
 var (
-	RetryableErrors    = []error{ErrTransient, ErrTimeout, context.DeadlineExceeded, ErrQueueOverload, ErrDependencyUnavailable}
-	NonRetryableErrors = []error{ErrInvalidDocument, ErrValidation, ErrProcessingTimeout, ErrConfiguration, ErrResourceLimit}
+	RetryableErrors    = docproc.RetryableErrors
+	NonRetryableErrors = docproc.NonRetryableErrors
 )
 
-// Classify is the machine's error classifier (Policy.Classify): the
-// lifecycle's non-retryable failures are permanent, its retryable ones
-// retryable. Any other error is left to the library's default, retryable.
-// A worker may also mark an error itself with jobstate.Permanent or
-// jobstate.Retryable, which wins over the classifier.
-func Classify(err error) (jobstate.ErrorClass, time.Duration) {
-	for _, e := range NonRetryableErrors {
-		if errors.Is(err, e) {
-			return jobstate.ClassPermanent, 0
-		}
-	}
-	for _, e := range RetryableErrors {
-		if errors.Is(err, e) {
-			return jobstate.ClassRetryable, 0
-		}
-	}
-	return jobstate.ClassNone, 0
-}
+// Classify is the machine's error classifier (Policy.Classify,
+// docproc.Classify): the lifecycle's non-retryable failures are permanent,
+// its retryable ones retryable. Any other error is left to the library's
+// default, retryable. A worker may also mark an error itself with
+// jobstate.Permanent or jobstate.Retryable, which wins over the classifier.
+func Classify(err error) (jobstate.ErrorClass, time.Duration) { return docproc.Classify(err) }
 
-// NewDefinition declares the document processing machine: its states, its
-// seven valid transitions, cancellation from every non-terminal state
-// (every other move is refused), and its retry policy.
+// NewDefinition returns the document processing machine, the literal
+// definition of internal/machines/docproc: its states, its seven valid
+// transitions, cancellation from every non-terminal state (every other
+// move is refused), its retry policy and its classifier.
 func NewDefinition() (*jobstate.Definition, error) {
-	return jobstate.NewDefinition(jobstate.Spec{
-		Name: Machine,
-		States: []jobstate.StateSpec{
-			{Name: Created, Kind: jobstate.KindInitial, Description: "created, not yet submitted to the queue"},
-			{Name: Queued, Kind: jobstate.KindReady, Description: "waiting in the processing queue"},
-			{Name: Running, Kind: jobstate.KindActive, Description: "actively being processed"},
-			{Name: Succeeded, Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded, Description: "completed successfully"},
-			{Name: Failed, Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed, Description: "failed permanently"},
-			{Name: Retrying, Kind: jobstate.KindWaiting, Description: "scheduled for retry after a transient failure"},
-		},
-		Initial: Created,
-		Rules: []jobstate.Rule{
-			{From: []jobstate.State{Created}, Event: EventSubmit, To: Queued, Description: "job submission"},
-			{From: []jobstate.State{Queued}, Event: jobstate.EventClaim, To: Running, Description: "processing begins"},
-			{From: []jobstate.State{Running}, Event: jobstate.EventSucceed, To: Succeeded, Description: "processing completed successfully"},
-			{From: []jobstate.State{Running}, Event: jobstate.EventFail, To: Failed, Description: "unrecoverable error or max retries exceeded"},
-			{From: []jobstate.State{Running}, Event: jobstate.EventRetry, To: Retrying, Description: "transient error and retries remaining"},
-			{From: []jobstate.State{Retrying}, Event: jobstate.EventRequeue, To: Queued, Description: "retry delay elapsed"},
-			{From: []jobstate.State{Queued}, Event: EventResourceExhaustion, To: Failed, Description: "resource exhaustion"},
-			// Cancellation is out of band: from every non-terminal state
-			// to FAILED (the QUEUED → FAILED of the valid transitions is
-			// one of these). A live execution is aborted, and its worker
-			// learns it (jobstate.ErrCancelled) at its next report.
-			{From: []jobstate.State{Created, Queued, Running, Retrying}, Event: jobstate.EventCancel, To: Failed, Description: "cancellation (out of band)"},
-		},
-		Policy: jobstate.Policy{
-			LeaseTTL:     LeaseTTL,
-			Retry:        jobstate.RetryPolicy{MaxRetries: MaxRetries, Backoff: jobstate.FixedBackoff(RetryDelay)},
-			Classify:     Classify,
-			ClassifyName: "Classify",
-		},
-	})
+	return jobstate.NewDefinition(docproc.Spec(docproc.Plain()))
 }

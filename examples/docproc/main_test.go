@@ -16,6 +16,8 @@ import (
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/examples/internal/exstore"
 	"github.com/jobstate/jobstate/internal/doccheck"
+	"github.com/jobstate/jobstate/internal/machines"
+	"github.com/jobstate/jobstate/internal/machines/docproc"
 	"github.com/jobstate/jobstate/jobstatetest"
 	"github.com/jobstate/jobstate/memstore"
 )
@@ -279,6 +281,16 @@ func checkTraces(t *testing.T, s string) {
 
 // TestDiagramIsCurrent compares the machine's Mermaid diagram with the
 // ```mermaid block of docs/examples/docproc.md; -update rewrites the block.
+// TestMachineIsTheLiteralDefinition fails when the machine this program
+// registers differs from document processing's literal definition
+// (internal/machines/docproc).
+func TestMachineIsTheLiteralDefinition(t *testing.T) {
+	def, err := NewDefinition()
+	require.NoError(t, err)
+	assert.Equal(t, docproc.Name, def.Name())
+	assert.NoError(t, machines.CheckDefinition(def))
+}
+
 func TestDiagramIsCurrent(t *testing.T) {
 	def, err := NewDefinition()
 	require.NoError(t, err)

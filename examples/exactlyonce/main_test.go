@@ -12,6 +12,8 @@ import (
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/examples/internal/exstore"
 	"github.com/jobstate/jobstate/internal/doccheck"
+	"github.com/jobstate/jobstate/internal/machines"
+	"github.com/jobstate/jobstate/internal/machines/exactlyonce"
 	"github.com/jobstate/jobstate/jobstatetest"
 )
 
@@ -149,6 +151,16 @@ func TestTableIsTheLifecycleJobMachine(t *testing.T) {
 	assert.True(t, def.Policy().DerivedState)
 	assert.True(t, def.Policy().RequireStart, "executions commit only from IN_PROGRESS")
 	assert.Equal(t, 1, def.Policy().MaxExecutions)
+}
+
+// TestMachineIsTheLiteralDefinition fails when the machine this program
+// registers differs from the exactly-once lifecycle's literal definition
+// (internal/machines/exactlyonce).
+func TestMachineIsTheLiteralDefinition(t *testing.T) {
+	def, err := Machine()
+	require.NoError(t, err)
+	assert.Equal(t, exactlyonce.Name, def.Name())
+	assert.NoError(t, machines.CheckDefinition(def))
 }
 
 // TestRunPrintsTheScenarios runs the program and checks its key lines.

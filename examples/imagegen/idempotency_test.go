@@ -82,6 +82,7 @@ func TestIdempotency(t *testing.T) {
 		db := NewAppDB(map[string]int{"alice": 100})
 		spec := NewSpec(db)
 		spec.Policy.Idempotency.ReleaseIn = nil // the one-line change of docs/examples/imagegen.md
+		spec.Name = "keep-failed-key"           // other rules, so not image generation's name
 		def, err := jobstate.NewDefinition(spec)
 		require.NoError(t, err)
 		clock := jobstatetest.NewClock(epoch)

@@ -9,27 +9,30 @@ import (
 	"unicode/utf8"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/machines/hook"
+	"github.com/jobstate/jobstate/internal/machines/imagegen"
 )
 
-// The states of image generation, named as the lifecycle names them.
+// The states of image generation, named as the lifecycle names them (the
+// literal definition, internal/machines/imagegen).
 const (
-	Queued     jobstate.State = "queued"
-	Running    jobstate.State = "running"
-	Completed  jobstate.State = "completed"
-	Failed     jobstate.State = "failed"
-	Rejected   jobstate.State = "rejected"
-	DeadLetter jobstate.State = "dead_letter"
+	Queued     = imagegen.Queued
+	Running    = imagegen.Running
+	Completed  = imagegen.Completed
+	Failed     = imagegen.Failed
+	Rejected   = imagegen.Rejected
+	DeadLetter = imagegen.DeadLetter
 )
 
 // EventReject is the safety rejection (transition E): a user
 // event, fired by the worker through its lease when the image API's safety
 // filter blocks the prompt.
-const EventReject jobstate.Event = "reject"
+const EventReject = imagegen.Reject
 
 // The example's settings.
 const (
 	// Machine is the name the definition is registered under.
-	Machine = "imagegen"
+	Machine = imagegen.Name
 	// CreditsPerImage is what one job reserves at creation.
 	CreditsPerImage = 5
 	// MaxRetries is the lifecycle's MAX_RETRIES. On a failure retryCount is
@@ -40,14 +43,14 @@ const (
 	// retries while that count is below Policy.Retry.MaxRetries, so the
 	// policy is MaxRetries-1 (EngineMaxRetries); RetryCount reads the
 	// lifecycle's count from the history.
-	MaxRetries = 3
+	MaxRetries = imagegen.MaxRetries
 	// EngineMaxRetries is Policy.Retry.MaxRetries: failures the engine
 	// retries, MAX_RETRIES-1 (see MaxRetries).
-	EngineMaxRetries = MaxRetries - 1
+	EngineMaxRetries = imagegen.EngineMaxRetries
 	// MaxPromptRunes bounds a prompt's length (PromptGuard.validate).
 	MaxPromptRunes = 500
 	// LeaseTTL is how long a worker holds a job without a heartbeat.
-	LeaseTTL = 30 * time.Second
+	LeaseTTL = imagegen.LeaseTTL
 	// AuditSafeBlock is the audit action a safety rejection writes.
 	AuditSafeBlock = "SAFE_BLOCK"
 )
@@ -55,7 +58,7 @@ const (
 // Backoff is the lifecycle's "Calculate Backoff (Exponential)": 2 s before
 // the first retry, doubling, capped at one minute (2 s, then 4 s, for the
 // two re-queues). No jitter, so the schedule can be checked value by value.
-var Backoff = jobstate.ExponentialBackoff(2*time.Second, 2, time.Minute)
+var Backoff = imagegen.Backoff()
 
 // Errors of the creation guard. The engine wraps them in a
 // *jobstate.TransitionError with jobstate.ErrGuardRefused, so callers
@@ -134,70 +137,31 @@ func RetryCount(history []jobstate.Transition) int {
 	return n
 }
 
-// NewSpec declares the image generation machine. Its guard and effects
-// read and write db, the application's own database.
+// NewSpec returns the image generation machine, the literal definition of
+// internal/machines/imagegen, with its guard and effects bound to db, the
+// application's own database:
+//
+//   - the creation guard is PromptGuard.validate and Quota.check
+//     (AppDB.CreationGuard; the idempotency check is the engine's);
+//   - the creation's action deducts the credits (AppDB.ReserveCredits);
+//   - the rejection's action writes the SAFE_BLOCK audit record, with no
+//     refund (AppDB.AuditSafeBlock).
+//
+// The definition keeps the literal idempotency rule: a job in failed
+// releases its key, every other state holds it, dead_letter included.
+// While a job waits in failed, a resend of the same request therefore
+// creates, and pays for, a second job: the literal rule against the
+// lifecycle's goal (no double deduction on a UI network retry).
+// docs/examples/imagegen.md shows the one-line change that serves the goal
+// instead. After the "manual review" of a dead letter an operator may run
+// the job again (App.Redrive, Engine.Redrive); completed and rejected are
+// answers, not redriven.
 func NewSpec(db *AppDB) jobstate.Spec {
-	return jobstate.Spec{
-		Name: Machine,
-		States: []jobstate.StateSpec{
-			{Name: Queued, Kind: jobstate.KindReady, Description: "created, validated, awaiting a worker"},
-			{Name: Running, Kind: jobstate.KindActive, Description: "picked up by a worker, API called"},
-			{Name: Completed, Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded, Description: "generated, asset URL stored"},
-			{Name: Failed, Kind: jobstate.KindWaiting, Description: "API error, waiting out the backoff"},
-			{Name: Rejected, Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeRejected, Description: "blocked by moderation or safety"},
-			{Name: DeadLetter, Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeDeadLettered, Description: "max retries exceeded, for manual review"},
-		},
-		// queued is the initial state: createJob (null → queued) is the
-		// creation itself, guarded and with its action below.
-		Initial: Queued,
-		Rules: []jobstate.Rule{
-			// B. Execution: a worker's pickup.
-			{From: []jobstate.State{Queued}, Event: jobstate.EventClaim, To: Running},
-			// C. Success, through Engine.Succeed; its actions are the
-			// commit's effect (see App.Report).
-			{From: []jobstate.State{Running}, Event: jobstate.EventSucceed, To: Completed},
-			// D. Failure: running → failed either way. While retryCount,
-			// incremented, stays below MAX_RETRIES the engine counts the
-			// retry and sets the backoff (retry); otherwise it goes on to
-			// dead_letter in the same write (fail, then exhaust).
-			{From: []jobstate.State{Running}, Event: jobstate.EventRetry, To: Failed},
-			{From: []jobstate.State{Running}, Event: jobstate.EventFail, To: Failed},
-			{From: []jobstate.State{Failed}, Event: jobstate.EventRequeue, To: Queued, Description: "retry: backoff elapsed"},
-			{From: []jobstate.State{Failed}, Event: jobstate.EventExhaust, To: DeadLetter, Description: "retries spent"},
-			// E. Rejection, running → rejected. The lifecycle's state table
-			// also lists rejected among the next states of queued
-			// (moderation before any worker ran it); the table has both.
-			{From: []jobstate.State{Queued, Running}, Event: EventReject, To: Rejected,
-				Effect: db.AuditSafeBlock, EffectName: "audit " + AuditSafeBlock + ", no refund"},
-		},
-		Policy: jobstate.Policy{
-			LeaseTTL: LeaseTTL,
-			Retry:    jobstate.RetryPolicy{MaxRetries: EngineMaxRetries, Backoff: Backoff},
-			Idempotency: jobstate.IdempotencyPolicy{
-				// The lifecycle returns the existing job "if it exists and
-				// is not failed": a job in failed releases the key, every
-				// other state holds it, dead_letter included. While a job
-				// waits in failed, a resend of the same request therefore
-				// creates, and pays for, a second job: the literal rule
-				// against the lifecycle's goal (no double deduction on a
-				// UI network retry). docs/examples/imagegen.md shows the
-				// one-line change that serves the goal instead.
-				ReleaseIn: []jobstate.State{Failed},
-			},
-			// The lifecycle's "dead_letter: Max retries exceeded. Manual
-			// review?": after the review an operator may run the job
-			// again (App.Redrive, Engine.Redrive). dead_letter stays
-			// final; the run is a new job, made at most once per dead
-			// letter. completed and rejected are answers, not redriven.
-			RedriveFrom: []jobstate.State{DeadLetter},
-		},
-		Create: jobstate.CreateSpec{
-			Guard:      db.CreationGuard,
-			GuardName:  "PromptGuard.validate, Quota.check",
-			Effect:     db.ReserveCredits,
-			EffectName: "deduct credits (reserved)",
-		},
-	}
+	return imagegen.Spec(imagegen.Hooks{
+		Create:         hook.Guard{Name: "PromptGuard.validate, Quota.check", Func: db.CreationGuard},
+		ReserveCredits: hook.Effect{Name: "deduct credits (reserved)", Func: db.ReserveCredits},
+		AuditSafeBlock: hook.Effect{Name: "audit " + AuditSafeBlock + ", no refund", Func: db.AuditSafeBlock},
+	})
 }
 
 // NewDefinition validates the machine of NewSpec.

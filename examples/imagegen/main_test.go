@@ -17,6 +17,8 @@ import (
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/examples/internal/exstore"
 	"github.com/jobstate/jobstate/internal/doccheck"
+	"github.com/jobstate/jobstate/internal/machines"
+	"github.com/jobstate/jobstate/internal/machines/imagegen"
 	"github.com/jobstate/jobstate/jobstatetest"
 	"github.com/jobstate/jobstate/memstore"
 	"github.com/jobstate/jobstate/worker"
@@ -284,6 +286,16 @@ func checkLifecycle(t *testing.T, s string) {
 	assert.Equal(t, 1, strings.Count(s, "alice: /originals/"), "one asset")
 	assert.Equal(t, 1, strings.Count(s, "bob: /originals/"), "bob's image, from the redrive")
 	assert.Equal(t, 3, strings.Count(s, " credits for job "), "three reservations: the redrive has none")
+}
+
+// TestMachineIsTheLiteralDefinition fails when the machine this program
+// registers differs from image generation's literal definition
+// (internal/machines/imagegen) in anything but the names of its functions.
+func TestMachineIsTheLiteralDefinition(t *testing.T) {
+	def, err := NewDefinition(NewAppDB(nil))
+	require.NoError(t, err)
+	assert.Equal(t, imagegen.Name, def.Name())
+	assert.NoError(t, machines.CheckDefinition(def))
 }
 
 // TestDiagramIsCurrent compares the machine's Mermaid diagram with the

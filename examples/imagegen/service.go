@@ -121,7 +121,7 @@ func NewAppOn(store jobstate.Store, start time.Time, balances map[string]int, op
 // the creation guard, paid for by the creation effect.
 func (a *App) CreateJob(ctx context.Context, r Request) (jobstate.Created, error) {
 	return a.Eng.Create(ctx, jobstate.NewJob{
-		Machine: Machine,
+		Machine: a.Def.Name(),
 		Payload: r.encode(),
 		Owner:   r.UserID,
 		Actor:   r.UserID,
@@ -187,7 +187,7 @@ func (a *App) Worker(name string, h worker.Handler) (*worker.Worker, error) {
 		worker.WithName(name),
 		worker.WithClock(a.Clock),
 		worker.WithCommitsAhead(0),
-		worker.Handle(Machine, h, 1),
+		worker.Handle(a.Def.Name(), h, 1),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("imagegen: worker: %w", err)

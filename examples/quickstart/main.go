@@ -1,6 +1,7 @@
-// Command quickstart runs the document processing machine on the
-// in-memory store: one job succeeds, one succeeds after a retry, one fails
-// permanently. It prints each job's history and the machine's diagram.
+// Command quickstart runs the document processing machine, the literal
+// definition of that lifecycle, on the in-memory store: one job succeeds,
+// one succeeds after a retry, one fails permanently. It prints each job's
+// history and the machine's diagram.
 //
 //	go run ./examples/quickstart
 //
@@ -16,39 +17,16 @@ import (
 	"time"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/machines/docproc"
 	"github.com/jobstate/jobstate/memstore"
 )
 
-// The document processing machine of document processing, as a table.
-func docsMachine() (*jobstate.Definition, error) {
-	return jobstate.NewDefinition(jobstate.Spec{
-		Name: "docs",
-		States: []jobstate.StateSpec{
-			{Name: "CREATED", Kind: jobstate.KindInitial, Description: "created, not yet submitted"},
-			{Name: "QUEUED", Kind: jobstate.KindReady, Description: "waiting in the processing queue"},
-			{Name: "RUNNING", Kind: jobstate.KindActive, Description: "being processed"},
-			{Name: "RETRYING", Kind: jobstate.KindWaiting, Description: "waiting out the backoff"},
-			{Name: "SUCCEEDED", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
-			{Name: "FAILED", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
-		},
-		Rules: []jobstate.Rule{
-			{From: []jobstate.State{"CREATED"}, Event: "submit", To: "QUEUED"},
-			{From: []jobstate.State{"QUEUED"}, Event: jobstate.EventClaim, To: "RUNNING"},
-			{From: []jobstate.State{"RUNNING"}, Event: jobstate.EventSucceed, To: "SUCCEEDED"},
-			{From: []jobstate.State{"RUNNING"}, Event: jobstate.EventRetry, To: "RETRYING"},
-			{From: []jobstate.State{"RUNNING"}, Event: jobstate.EventFail, To: "FAILED"},
-			{From: []jobstate.State{"RETRYING"}, Event: jobstate.EventRequeue, To: "QUEUED"},
-			{From: []jobstate.State{"QUEUED"}, Event: jobstate.EventCancel, To: "FAILED"},
-		},
-		Policy: jobstate.Policy{
-			LeaseTTL: 30 * time.Second,
-			Retry:    jobstate.RetryPolicy{MaxRetries: 3, Backoff: jobstate.FixedBackoff(time.Second)},
-		},
-	})
+// newMachine returns the document processing machine: its literal
+// definition (internal/machines/docproc), with the lifecycle's own error
+// classifier, which sorts its retryable and non-retryable failures.
+func newMachine() (*jobstate.Definition, error) {
+	return jobstate.NewDefinition(docproc.Spec(docproc.Plain()))
 }
-
-// errTimeout is a transient failure (retryable by default).
-var errTimeout = errors.New("timeout")
 
 func main() {
 	if err := run(context.Background(), os.Stdout); err != nil {
@@ -58,7 +36,7 @@ func main() {
 }
 
 func run(ctx context.Context, out io.Writer) error {
-	def, err := docsMachine()
+	def, err := newMachine()
 	if err != nil {
 		return err
 	}
@@ -68,20 +46,22 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 
-	// Each document's worker outcome, attempt by attempt.
+	// Each document's worker outcome, attempt by attempt: a timeout is
+	// retryable, an invalid document format is not (the lifecycle's
+	// classifier says so).
 	plan := map[string][]error{
 		"invoice.pdf": {nil},
-		"scan.tiff":   {errTimeout, nil},
-		"broken.doc":  {jobstate.Permanent(errors.New("unsupported format"))},
+		"scan.tiff":   {docproc.ErrTimeout, nil},
+		"broken.doc":  {docproc.ErrUnsupportedFormat},
 	}
 	order := []string{"invoice.pdf", "scan.tiff", "broken.doc"}
 	ids := make(map[string]jobstate.Job)
 	for _, name := range order {
-		c, err := eng.Create(ctx, jobstate.NewJob{Machine: "docs", Payload: []byte(name)})
+		c, err := eng.Create(ctx, jobstate.NewJob{Machine: docproc.Name, Payload: []byte(name)})
 		if err != nil {
 			return err
 		}
-		if _, err := eng.Fire(ctx, c.Job.ID, "submit", jobstate.Call{Actor: "alice"}); err != nil {
+		if _, err := eng.Fire(ctx, c.Job.ID, docproc.Submit, jobstate.Call{Actor: "alice"}); err != nil {
 			return err
 		}
 		ids[name] = c.Job
@@ -90,7 +70,7 @@ func run(ctx context.Context, out io.Writer) error {
 	// The worker loop: claim what is due, run it, report the outcome.
 	attempts := make(map[string]int)
 	for done := 0; done < len(order); {
-		claimed, err := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "docs", Worker: "worker-1"})
+		claimed, err := eng.Claim(ctx, jobstate.ClaimRequest{Machine: docproc.Name, Worker: "worker-1"})
 		if errors.Is(err, jobstate.ErrNoJob) {
 			clock.Advance(time.Second) // let backoffs pass
 			if _, err := eng.Sweep(ctx); err != nil {
