@@ -151,7 +151,7 @@ func TestTablesAgree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events := []string{Submit, Claim, Retry, Requeue, Succeed, Fail, Cancel}
+	events := []string{Submit, Claim, Retry, Requeue, Succeed, Fail, ResourceExhaustion, Cancel}
 	for _, spec := range def.States() {
 		if spec.Kind == jobstate.KindTerminal {
 			continue

@@ -1,12 +1,14 @@
-// Package bench compares the cost of driving a job through the document-processing
-// document processing lifecycle
+// Package bench compares the cost of driving a job through the document
+// processing lifecycle
 //
 //	CREATED → QUEUED → RUNNING → RETRYING → QUEUED → RUNNING → SUCCEEDED
 //
 // with jobstate's pure core (Definition.Step), github.com/looplab/fsm and
-// github.com/qmuntal/stateless. Each library gets the same states and the
-// same table; the functions here are shared by the benchmarks and by the
-// tests that check every library really ends in SUCCEEDED.
+// github.com/qmuntal/stateless. jobstate runs the lifecycle's literal
+// definition (internal/machines/docproc); the other libraries get the same
+// states and the same table; the functions here are shared by the
+// benchmarks and by the tests that check every library really ends in
+// SUCCEEDED.
 //
 // The comparison with river on PostgreSQL (jobs worked per second,
 // inserts, claim latency, create → claim latency) is the command in
@@ -24,10 +26,12 @@ import (
 	"github.com/qmuntal/stateless"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/machines/docproc"
 )
 
-// The document-processing states. The constants are untyped so that they serve as a
-// jobstate.State, a looplab/fsm state (string) and a stateless.State (any).
+// The document processing states. The constants are untyped so that they
+// serve as a jobstate.State, a looplab/fsm state (string) and a
+// stateless.State (any).
 const (
 	Created   = "CREATED"
 	Queued    = "QUEUED"
@@ -37,15 +41,16 @@ const (
 	Failed    = "FAILED"
 )
 
-// The document-processing events, spelled as jobstate spells them.
+// The document processing events, spelled as jobstate spells them.
 const (
-	Submit  = "submit"
-	Claim   = string(jobstate.EventClaim)
-	Retry   = string(jobstate.EventRetry)
-	Requeue = string(jobstate.EventRequeue)
-	Succeed = string(jobstate.EventSucceed)
-	Fail    = string(jobstate.EventFail)
-	Cancel  = string(jobstate.EventCancel)
+	Submit             = string(docproc.Submit)
+	ResourceExhaustion = string(docproc.ResourceExhaustion)
+	Claim              = string(jobstate.EventClaim)
+	Retry              = string(jobstate.EventRetry)
+	Requeue            = string(jobstate.EventRequeue)
+	Succeed            = string(jobstate.EventSucceed)
+	Fail               = string(jobstate.EventFail)
+	Cancel             = string(jobstate.EventCancel)
 )
 
 // Lifecycle is the sequence of events the benchmarks fire: a job is
@@ -70,50 +75,25 @@ var jobID = uuid.MustParse("0190b6a2-3c4d-7e8f-9a0b-1c2d3e4f5a6b")
 // ---------------------------------------------------------------------------
 // jobstate
 
-// DocsSpec is a copy of document processing's machine (internal/machines.DocsSpec),
-// which another module cannot import.
-func DocsSpec() jobstate.Spec {
-	return jobstate.Spec{
-		Name: "docs",
-		States: []jobstate.StateSpec{
-			{Name: Created, Kind: jobstate.KindInitial, Description: "created, not yet submitted"},
-			{Name: Queued, Kind: jobstate.KindReady, Description: "waiting in the processing queue"},
-			{Name: Running, Kind: jobstate.KindActive, Description: "being processed"},
-			{Name: Retrying, Kind: jobstate.KindWaiting, Description: "scheduled for retry"},
-			{Name: Succeeded, Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
-			{Name: Failed, Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
-		},
-		Rules: []jobstate.Rule{
-			{From: []jobstate.State{Created}, Event: Submit, To: Queued},
-			{From: []jobstate.State{Queued}, Event: jobstate.EventClaim, To: Running},
-			{From: []jobstate.State{Running}, Event: jobstate.EventSucceed, To: Succeeded},
-			{From: []jobstate.State{Running}, Event: jobstate.EventFail, To: Failed},
-			{From: []jobstate.State{Running}, Event: jobstate.EventRetry, To: Retrying},
-			{From: []jobstate.State{Retrying}, Event: jobstate.EventRequeue, To: Queued},
-			{From: []jobstate.State{Queued}, Event: jobstate.EventCancel, To: Failed},
-		},
-		Policy: jobstate.Policy{
-			LeaseTTL: 30 * time.Second,
-			Retry:    jobstate.RetryPolicy{MaxRetries: 3, Backoff: jobstate.FixedBackoff(time.Second)},
-		},
-	}
-}
+// DocProcSpec is document processing's literal definition, with its own
+// classifier (which Step never calls).
+func DocProcSpec() jobstate.Spec { return docproc.Spec(docproc.Plain()) }
 
-// NewDefinition validates DocsSpec.
+// NewDefinition validates DocProcSpec.
 func NewDefinition() (*jobstate.Definition, error) {
-	return jobstate.NewDefinition(DocsSpec())
+	return jobstate.NewDefinition(DocProcSpec())
 }
 
-// NewJob returns a fresh job of the docs machine in state s (a plain value:
+// NewJob returns a fresh job of the document processing machine in state s (a plain value:
 // this is all the state jobstate's core needs).
 func NewJob(s jobstate.State, k jobstate.Kind) jobstate.Job {
 	return jobstate.Job{
 		ID:         jobID,
-		Machine:    "docs",
+		Machine:    docproc.Name,
 		State:      s,
 		Kind:       k,
 		Version:    1,
-		MaxRetries: 3,
+		MaxRetries: docproc.MaxRetries,
 		CreatedAt:  FixedTime,
 		UpdatedAt:  FixedTime,
 	}
@@ -133,7 +113,7 @@ func RunJobstate(ctx context.Context, def *jobstate.Definition, job *jobstate.Jo
 // ---------------------------------------------------------------------------
 // github.com/looplab/fsm
 
-// looplabEvents is the document-processing table in looplab/fsm's form.
+// looplabEvents is the document processing table in looplab/fsm's form.
 var looplabEvents = fsm.Events{
 	{Name: Submit, Src: []string{Created}, Dst: Queued},
 	{Name: Claim, Src: []string{Queued}, Dst: Running},
@@ -141,7 +121,8 @@ var looplabEvents = fsm.Events{
 	{Name: Fail, Src: []string{Running}, Dst: Failed},
 	{Name: Retry, Src: []string{Running}, Dst: Retrying},
 	{Name: Requeue, Src: []string{Retrying}, Dst: Queued},
-	{Name: Cancel, Src: []string{Queued}, Dst: Failed},
+	{Name: ResourceExhaustion, Src: []string{Queued}, Dst: Failed},
+	{Name: Cancel, Src: []string{Created, Queued, Running, Retrying}, Dst: Failed},
 }
 
 // NewLooplabFSM builds a looplab/fsm machine in state initial. The machine
@@ -164,15 +145,16 @@ func RunLooplab(ctx context.Context, f *fsm.FSM) (string, error) {
 // ---------------------------------------------------------------------------
 // github.com/qmuntal/stateless
 
-// configureStateless declares the document-processing table on sm.
+// configureStateless declares the document processing table on sm.
 func configureStateless(sm *stateless.StateMachine) {
-	sm.Configure(Created).Permit(Submit, Queued)
-	sm.Configure(Queued).Permit(Claim, Running).Permit(Cancel, Failed)
+	sm.Configure(Created).Permit(Submit, Queued).Permit(Cancel, Failed)
+	sm.Configure(Queued).Permit(Claim, Running).Permit(ResourceExhaustion, Failed).Permit(Cancel, Failed)
 	sm.Configure(Running).
 		Permit(Succeed, Succeeded).
 		Permit(Fail, Failed).
-		Permit(Retry, Retrying)
-	sm.Configure(Retrying).Permit(Requeue, Queued)
+		Permit(Retry, Retrying).
+		Permit(Cancel, Failed)
+	sm.Configure(Retrying).Permit(Requeue, Queued).Permit(Cancel, Failed)
 	sm.Configure(Succeeded)
 	sm.Configure(Failed)
 }
