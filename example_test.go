@@ -10,10 +10,14 @@ import (
 	"github.com/jobstate/jobstate/memstore"
 )
 
-// docSpec is document processing's document processing machine.
-func docSpec() jobstate.Spec {
+// queueSpec is a document queue: a document is created, submitted, processed
+// by a worker, retried after a transient failure (three times, one second
+// apart), and ends succeeded or failed. It is simpler than the document
+// processing lifecycle (examples/docproc), which also has a cancellation
+// and a resource exhaustion rule, and an error classifier.
+func queueSpec() jobstate.Spec {
 	return jobstate.Spec{
-		Name: "docs",
+		Name: "queue",
 		States: []jobstate.StateSpec{
 			{Name: "CREATED", Kind: jobstate.KindInitial},
 			{Name: "QUEUED", Kind: jobstate.KindReady},
@@ -34,8 +38,16 @@ func docSpec() jobstate.Spec {
 	}
 }
 
+// docSpec is queueSpec named "docs", the name createmany_test.go and
+// ids_test.go create their jobs under.
+func docSpec() jobstate.Spec {
+	s := queueSpec()
+	s.Name = "docs"
+	return s
+}
+
 func ExampleNewDefinition() {
-	spec := docSpec()
+	spec := queueSpec()
 	def, err := jobstate.NewDefinition(spec)
 	fmt.Println(def.Name(), def.Initial(), err)
 
@@ -46,16 +58,16 @@ func ExampleNewDefinition() {
 	fmt.Println(errors.Is(err, jobstate.ErrInvalidDefinition))
 	fmt.Println(err)
 	// Output:
-	// docs CREATED <nil>
+	// queue CREATED <nil>
 	// true
-	// jobstate: invalid definition "docs": 2 problem(s)
+	// jobstate: invalid definition "queue": 2 problem(s)
 	//   - terminal state "FAILED" has no outcome
 	//   - rule #7 (SUCCEEDED --reopen--> QUEUED) leaves terminal state "SUCCEEDED"; nothing may leave a terminal state
 }
 
 func ExampleDefinition_Step() {
-	def, _ := jobstate.NewDefinition(docSpec())
-	job := jobstate.Job{Machine: "docs", State: "QUEUED", Kind: jobstate.KindReady, Version: 2}
+	def, _ := jobstate.NewDefinition(queueSpec())
+	job := jobstate.Job{Machine: "queue", State: "QUEUED", Kind: jobstate.KindReady, Version: 2}
 	rec, err := def.Step(context.Background(), &job, jobstate.Input{Event: jobstate.EventClaim, Actor: "worker-1"})
 	fmt.Println(rec.From, "->", rec.To, "version", job.Version, err)
 
@@ -70,13 +82,13 @@ func ExampleDefinition_Step() {
 func ExampleEngine() {
 	ctx := context.Background()
 	clock := jobstate.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	def, _ := jobstate.NewDefinition(docSpec())
+	def, _ := jobstate.NewDefinition(queueSpec())
 	eng, _ := jobstate.New(memstore.New(), jobstate.WithMachines(def), jobstate.WithClock(clock))
 
-	c, _ := eng.Create(ctx, jobstate.NewJob{Machine: "docs", Payload: []byte("report.pdf")})
+	c, _ := eng.Create(ctx, jobstate.NewJob{Machine: "queue", Payload: []byte("report.pdf")})
 	eng.Fire(ctx, c.Job.ID, "submit", jobstate.Call{Actor: "alice"})
 
-	claimed, _ := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "docs", Worker: "worker-1"})
+	claimed, _ := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "queue", Worker: "worker-1"})
 	job, _ := eng.Succeed(ctx, claimed.Lease, jobstate.CommitInput{
 		Result: []byte("12 pages"),
 		Effect: func(ctx context.Context, j jobstate.Job) error {
@@ -103,18 +115,18 @@ func ExampleEngine() {
 func ExampleEngine_Fail() {
 	ctx := context.Background()
 	clock := jobstate.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	def, _ := jobstate.NewDefinition(docSpec())
+	def, _ := jobstate.NewDefinition(queueSpec())
 	eng, _ := jobstate.New(memstore.New(), jobstate.WithMachines(def), jobstate.WithClock(clock))
-	c, _ := eng.Create(ctx, jobstate.NewJob{Machine: "docs"})
+	c, _ := eng.Create(ctx, jobstate.NewJob{Machine: "queue"})
 	eng.Fire(ctx, c.Job.ID, "submit", jobstate.Call{})
 
-	claimed, _ := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "docs", Worker: "w"})
+	claimed, _ := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "queue", Worker: "w"})
 	job, _ := eng.Fail(ctx, claimed.Lease, errors.New("timeout"))
 	fmt.Println(job.State, job.RetryCount, job.NotBefore.Sub(clock.Now()))
 
 	clock.Advance(time.Second)
 	eng.Sweep(ctx) // RETRYING → QUEUED once the backoff has passed
-	claimed, _ = eng.Claim(ctx, jobstate.ClaimRequest{Machine: "docs", Worker: "w"})
+	claimed, _ = eng.Claim(ctx, jobstate.ClaimRequest{Machine: "queue", Worker: "w"})
 	job, _ = eng.Fail(ctx, claimed.Lease, jobstate.Permanent(errors.New("corrupt document")))
 	fmt.Println(job.State, job.ErrorClass, job.LastError)
 	// Output:
@@ -126,19 +138,19 @@ func ExampleEngine_Fail() {
 func ExampleEngine_Commit() {
 	ctx := context.Background()
 	clock := jobstate.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	spec := docSpec()
+	spec := queueSpec()
 	spec.Policy.LeaseTTL = 10 * time.Second
 	def, _ := jobstate.NewDefinition(spec)
 	eng, _ := jobstate.New(memstore.New(), jobstate.WithMachines(def), jobstate.WithClock(clock))
-	c, _ := eng.Create(ctx, jobstate.NewJob{Machine: "docs"})
+	c, _ := eng.Create(ctx, jobstate.NewJob{Machine: "queue"})
 	eng.Fire(ctx, c.Job.ID, "submit", jobstate.Call{})
 
-	a, _ := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "docs", Worker: "A"})
+	a, _ := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "queue", Worker: "A"})
 	clock.Advance(11 * time.Second) // A stalls past its lease
 	eng.Sweep(ctx)                  // A's execution is aborted, the job retried
 	clock.Advance(time.Second)
 	eng.Sweep(ctx)
-	b, _ := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "docs", Worker: "B"})
+	b, _ := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "queue", Worker: "B"})
 	_, err := eng.Commit(ctx, b.Lease, jobstate.CommitInput{})
 	fmt.Println("B commits:", err)
 
@@ -167,13 +179,13 @@ func ExampleKey() {
 func ExampleEngine_List() {
 	ctx := context.Background()
 	clock := jobstate.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	def, _ := jobstate.NewDefinition(docSpec())
+	def, _ := jobstate.NewDefinition(queueSpec())
 	eng, _ := jobstate.New(memstore.New(), jobstate.WithMachines(def), jobstate.WithClock(clock))
 	for _, doc := range []string{"a.pdf", "b.pdf", "c.pdf"} {
-		eng.Create(ctx, jobstate.NewJob{Machine: "docs", Owner: "alice", Payload: []byte(doc)})
+		eng.Create(ctx, jobstate.NewJob{Machine: "queue", Owner: "alice", Payload: []byte(doc)})
 		clock.Advance(time.Second)
 	}
-	eng.Create(ctx, jobstate.NewJob{Machine: "docs", Owner: "bob", Payload: []byte("x.pdf")})
+	eng.Create(ctx, jobstate.NewJob{Machine: "queue", Owner: "bob", Payload: []byte("x.pdf")})
 
 	q := jobstate.ListQuery{Owner: "alice", Desc: true, Limit: 2}
 	for cursor, n := "", 1; ; n++ {
@@ -198,11 +210,11 @@ func ExampleEngine_List() {
 
 func ExampleEngine_CreateMany() {
 	ctx := context.Background()
-	def, _ := jobstate.NewDefinition(docSpec())
+	def, _ := jobstate.NewDefinition(queueSpec())
 	eng, _ := jobstate.New(memstore.New(), jobstate.WithMachines(def))
 	var batch []jobstate.NewJob
 	for _, doc := range []string{"a.pdf", "b.pdf", "c.pdf"} {
-		batch = append(batch, jobstate.NewJob{Machine: "docs", Payload: []byte(doc), Actor: "import"})
+		batch = append(batch, jobstate.NewJob{Machine: "queue", Payload: []byte(doc), Actor: "import"})
 	}
 	jobs, err := eng.CreateMany(ctx, batch)
 	if err != nil {
@@ -212,7 +224,7 @@ func ExampleEngine_CreateMany() {
 	for _, j := range jobs {
 		fmt.Println(string(j.Payload), j.State)
 	}
-	_, err = eng.CreateMany(ctx, []jobstate.NewJob{{Machine: "docs", Key: "a.pdf"}})
+	_, err = eng.CreateMany(ctx, []jobstate.NewJob{{Machine: "queue", Key: "a.pdf"}})
 	fmt.Println(errors.Is(err, jobstate.ErrInvalidArgument))
 	// Output:
 	// a.pdf CREATED
