@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -34,8 +35,9 @@ type ender interface {
 // way (Exec, Query, … from a user's effect) send the first statement by
 // itself if it is still pending.
 type connTx struct {
-	q       querier       // where statements go: the connection, or the parent transaction
+	q       querier       // where statements go: the connection, or the parent transaction, guarded
 	conn    *pgxpool.Conn // the pooled connection, released at the end (own transactions only)
+	tx      pgx.Tx        // the parent transaction (savepoints only)
 	start   string        // BEGIN, or SAVEPOINT name
 	also    string        // a statement sent right after start ("": none)
 	end     string        // COMMIT, or RELEASE SAVEPOINT name
@@ -52,18 +54,27 @@ var spSeq atomic.Uint64
 // beginConn acquires a connection for a transaction whose BEGIN is sent
 // with its first statements.
 func (s *Store) beginConn(ctx context.Context) (*connTx, error) {
-	c, err := s.pool.Acquire(ctx)
+	c, err := acquire(ctx, s.pool, s.opts.RoundTripTimeout)
 	if err != nil {
 		return nil, err
 	}
-	return &connTx{q: c, conn: c, start: beginSQL, end: "COMMIT", abort: "ROLLBACK", pending: true}, nil
+	return &connTx{q: bounded{q: c, conn: c.Conn, d: s.opts.RoundTripTimeout}, conn: c,
+		start: beginSQL, end: "COMMIT", abort: "ROLLBACK", pending: true}, nil
 }
 
 // savepointOf returns a savepoint of q (a transaction), sent with its
-// first statements.
-func savepointOf(q querier) *connTx {
+// first statements. The statements of a savepoint of the store's own
+// transactions are guarded by them; those of a caller's transaction are
+// guarded here, bounded by d.
+func savepointOf(q pgx.Tx, d time.Duration) *connTx {
 	name := "pgstore_sp" + strconv.FormatUint(spSeq.Add(1), 10)
-	return &connTx{q: q, start: "SAVEPOINT " + name, end: "RELEASE SAVEPOINT " + name,
+	var sq querier = q
+	switch q.(type) {
+	case *connTx, *lazyTx, detachedTx:
+	default:
+		sq = bounded{q: q, conn: q.Conn, d: d}
+	}
+	return &connTx{q: sq, tx: q, start: "SAVEPOINT " + name, end: "RELEASE SAVEPOINT " + name,
 		abort: "ROLLBACK TO SAVEPOINT " + name + "; RELEASE SAVEPOINT " + name, pending: true}
 }
 
@@ -208,7 +219,7 @@ func (t *connTx) Begin(context.Context) (pgx.Tx, error) {
 	if err := t.live(); err != nil {
 		return nil, err
 	}
-	return savepointOf(t), nil
+	return savepointOf(t, 0), nil
 }
 
 // CopyFrom runs COPY FROM in the transaction.
@@ -224,8 +235,8 @@ func (t *connTx) LargeObjects() pgx.LargeObjects {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	_ = t.sendStart(ctx)
-	if tx, ok := t.q.(pgx.Tx); ok {
-		return tx.LargeObjects()
+	if t.tx != nil {
+		return t.tx.LargeObjects()
 	}
 	// pgx builds LargeObjects only on a transaction of its own: a BEGIN
 	// inside ours is a no-op (the server warns), and the pgx transaction
@@ -271,13 +282,10 @@ func (t *connTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 
 // Conn returns the transaction's connection.
 func (t *connTx) Conn() *pgx.Conn {
-	switch q := t.q.(type) {
-	case *pgxpool.Conn:
-		return q.Conn()
-	case interface{ Conn() *pgx.Conn }:
-		return q.Conn()
+	if t.conn != nil {
+		return t.conn.Conn()
 	}
-	return nil
+	return t.tx.Conn()
 }
 
 // endWith sends b (nil: nothing) and ends tx: in the same round trip for

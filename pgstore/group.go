@@ -568,7 +568,7 @@ func (grp *group) send(final bool) error {
 		}
 		name := grp.spName(seg.member)
 		ctx, cancel = context.WithTimeout(context.Background(), grp.s.opts.CommitTimeout)
-		_, rerr := grp.tx.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT "+name+"; RELEASE SAVEPOINT "+name)
+		_, rerr := grp.tx.q.Exec(ctx, "ROLLBACK TO SAVEPOINT "+name+"; RELEASE SAVEPOINT "+name)
 		cancel()
 		if rerr != nil {
 			return grp.breakWith(rerr, inTransaction)
@@ -663,7 +663,7 @@ func (grp *group) sendMany() error {
 		return grp.breakWith(err, commitPhase(err, reached))
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), s.opts.CommitTimeout)
-	_, rerr := grp.tx.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT pgstore_w; RELEASE SAVEPOINT pgstore_w")
+	_, rerr := grp.tx.q.Exec(ctx, "ROLLBACK TO SAVEPOINT pgstore_w; RELEASE SAVEPOINT pgstore_w")
 	cancel()
 	if rerr != nil {
 		return grp.breakWith(rerr, inTransaction)

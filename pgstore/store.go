@@ -26,6 +26,18 @@ type Options struct {
 	// cannot throw away the record of an effect that already acted
 	// elsewhere; 30 seconds when zero.
 	CommitTimeout time.Duration
+	// RoundTripTimeout bounds each wait of the store for the server's
+	// answers (from sending a statement, or a batch of them, to reading
+	// its last answer) and for a connection of the pool, besides the
+	// caller's context: a server or a network that stops answering
+	// without closing the connection (a hang) fails the call with a
+	// *jobstate.UnavailableError after it, and the connection is closed,
+	// instead of holding the caller until the connection is reset. A wait
+	// for a row lock that another transaction holds, and for a free
+	// connection of a busy pool, count: keep it above the longest such
+	// wait that is not a fault. 30 seconds when zero; a negative value
+	// sets no bound.
+	RoundTripTimeout time.Duration
 	// NoNotify turns off the pg_notify a write sends when it leaves a job
 	// ready (it takes a lock at commit shared by every notifying
 	// transaction). Subscribers then hear nothing and rely on polling.
@@ -128,6 +140,12 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if opts.CommitTimeout == 0 {
 		opts.CommitTimeout = 30 * time.Second
 	}
+	switch {
+	case opts.RoundTripTimeout == 0:
+		opts.RoundTripTimeout = 30 * time.Second
+	case opts.RoundTripTimeout < 0:
+		opts.RoundTripTimeout = 0
+	}
 	if opts.GroupCommit < 0 || opts.GroupCommitters < 0 {
 		return nil, fmt.Errorf("%w: pgstore: negative group commit option", jobstate.ErrInvalidArgument)
 	}
@@ -171,9 +189,13 @@ type querier interface {
 // q returns what a read with ctx runs on.
 func (s *Store) q(ctx context.Context) querier {
 	if tx := outer(ctx, s.pool); tx != nil {
-		return tx
+		switch tx.(type) {
+		case *connTx, *lazyTx, detachedTx:
+			return tx
+		}
+		return bounded{q: tx, conn: tx.Conn, d: s.opts.RoundTripTimeout}
 	}
-	return s.pool
+	return poolQ{pool: s.pool, d: s.opts.RoundTripTimeout}
 }
 
 // GroupsWrites reports whether the store groups concurrent writes
@@ -210,7 +232,7 @@ func (s *Store) inTxSync(ctx context.Context, what string, durable bool, body fu
 		if l, ok := o.(*lazyTx); ok && l.nested != nil {
 			l.nested()
 		}
-		tx = savepointOf(o)
+		tx = savepointOf(o, s.opts.RoundTripTimeout)
 	} else {
 		t, err := s.beginConn(ctx)
 		if err != nil {
