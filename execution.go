@@ -63,16 +63,38 @@ type Execution struct {
 }
 
 // CheckProjection reports whether job's state is the projection of its
-// executions, as a machine with Policy.DerivedState requires
-// (invariant 7 of the specification): a DONE execution ⇔ the job succeeded through that
-// execution; otherwise a live execution ⇔ the job is active; otherwise the
-// job is neither active nor succeeded. It returns nil or an error saying
-// which clause fails.
+// executions, as a machine with Policy.DerivedState requires (invariant 7
+// of the specification). It returns nil or an error saying which clause
+// fails:
+//
+//   - at most one execution is DONE, and a DONE execution ⇔ the job
+//     succeeded through that execution (outcome succeeded, Committed that
+//     execution), with no execution still live;
+//   - otherwise a live execution ⇔ the job is in an active state;
+//   - otherwise the job is neither active nor succeeded;
+//   - and always, RetryCount is at most the number of ABORTED executions:
+//     every retried failure ended one execution.
+//
+// What the executions decide is whether the job is active, whether it
+// succeeded, and through which execution. They do not decide which of its
+// other states a job is in, and CheckProjection cannot tell them apart: in
+// the exactly-once lifecycle, PENDING (waiting for its next execution) from
+// FAILED. An ABORTED execution records when it ended and a text, not
+// whether the retry policy retried its failure, which depended on the
+// error's class and on the job's retry count at the time. A job whose one
+// execution aborted is PENDING if the failure was retried or the execution
+// snoozed, and FAILED if the failure was permanent or no retry was left:
+// the same executions, and, after a snooze or a permanent failure, the same
+// RetryCount (0). That decision is made once, at the failure, and stored
+// with the job (State, RetryCount, ErrorClass, LastError); CheckProjection
+// checks the stored state against the executions by the clauses above.
 func CheckProjection(job Job, execs []Execution) error {
 	var done *Execution
-	live := 0
+	live, aborted := 0, 0
 	for i := range execs {
 		switch {
+		case execs[i].Status == ExecAborted:
+			aborted++
 		case execs[i].Status == ExecDone:
 			if done != nil {
 				return fmt.Errorf("job %s: executions %s and %s are both DONE", job.ID, done.ID, execs[i].ID)
@@ -98,6 +120,9 @@ func CheckProjection(job Job, execs []Execution) error {
 		if job.Kind == KindActive || job.Outcome == OutcomeSucceeded {
 			return fmt.Errorf("job %s: no live or done execution but the job is in %s state %q", job.ID, job.Kind, job.State)
 		}
+	}
+	if job.RetryCount > aborted {
+		return fmt.Errorf("job %s: %d retried failures but %d aborted execution(s)", job.ID, job.RetryCount, aborted)
 	}
 	return nil
 }
