@@ -289,8 +289,18 @@ func (d *Definition) Events(s State) []Event {
 	return out
 }
 
-// stateIndex finds a state, -1 when the machine does not declare it.
+// stateIndex finds a state, -1 when the machine does not declare it. A
+// machine of a few states is scanned, which costs less than hashing the
+// name.
 func (d *Definition) stateIndex(s State) int {
+	if len(d.states) <= 8 {
+		for i := range d.states {
+			if d.states[i].spec.Name == s {
+				return i
+			}
+		}
+		return -1
+	}
 	if i, ok := d.byName[s]; ok {
 		return i
 	}

@@ -69,11 +69,11 @@ func (d *Definition) Step(ctx context.Context, job *Job, in Input) (Transition, 
 // rules may share a state, an event and a target, with different guards
 // and effects).
 func (d *Definition) step(ctx context.Context, job *Job, in Input) (Transition, int, error) {
-	e, err := d.fires(ctx, job, in)
+	e, err := d.fires(ctx, job, &in)
 	if err != nil {
 		return Transition{}, -1, err
 	}
-	to := d.states[e.to].spec
+	to := &d.states[e.to].spec
 	rec := Transition{
 		JobID: job.ID, Version: job.Version + 1, From: job.State, Event: in.Event, To: to.Name,
 		Actor: in.Actor, Reason: in.Reason, ExecID: in.ExecID, At: in.Now,
@@ -94,7 +94,7 @@ func (d *Definition) step(ctx context.Context, job *Job, in Input) (Transition, 
 
 // fires returns the edge that fires for in from job's state: the first
 // rule for the event whose guard (if any) allows the move, in table order.
-func (d *Definition) fires(ctx context.Context, job *Job, in Input) (*edge, error) {
+func (d *Definition) fires(ctx context.Context, job *Job, in *Input) (*edge, error) {
 	if job == nil {
 		return nil, fmt.Errorf("%w: nil job", ErrInvalidArgument)
 	}
