@@ -69,7 +69,8 @@ type Step struct {
 	// Note is free text for the reader; the runner ignores it.
 	Note string `json:"note,omitempty"`
 
-	// As names the job a create makes, or the lease a claim grants.
+	// As names the job a create makes, the lease a claim grants, or the
+	// page a list returns (for a later list's cursor).
 	As string `json:"as,omitempty"`
 	// Job names a job by its alias; JobID gives a literal id instead
 	// (for ids no job has).
@@ -81,10 +82,11 @@ type Step struct {
 	Token *int   `json:"token,omitempty"`
 
 	// Machine overrides the machine name of create and claim (default:
-	// the definition's name).
+	// the definition's name); for list, it is the machine filter (default:
+	// none).
 	Machine *string `json:"machine,omitempty"`
 
-	// create
+	// create; Owner and Key are also list's filters
 	Payload   *string `json:"payload,omitempty"`
 	Owner     string  `json:"owner,omitempty"`
 	Key       string  `json:"key,omitempty"`
@@ -124,6 +126,23 @@ type Step struct {
 	// clock
 	Advance string `json:"advance,omitempty"`
 	Set     string `json:"set,omitempty"`
+
+	// list: the filters of jobstate.ListQuery (with Machine, Owner and
+	// Key above), its order and page size, and Cursor, the alias of an
+	// earlier list's page whose next cursor this list passes.
+	States        []string `json:"states,omitempty"`
+	Kinds         []string `json:"kinds,omitempty"`
+	Outcomes      []string `json:"outcomes,omitempty"`
+	CreatedFrom   string   `json:"created_from,omitempty"`
+	CreatedTo     string   `json:"created_to,omitempty"`
+	UpdatedFrom   string   `json:"updated_from,omitempty"`
+	UpdatedTo     string   `json:"updated_to,omitempty"`
+	CompletedFrom string   `json:"completed_from,omitempty"`
+	CompletedTo   string   `json:"completed_to,omitempty"`
+	Order         string   `json:"order,omitempty"`
+	Desc          bool     `json:"desc,omitempty"`
+	Limit         int      `json:"limit,omitempty"`
+	Cursor        string   `json:"cursor,omitempty"`
 
 	Expect Expect `json:"expect"`
 }
@@ -171,6 +190,20 @@ type Expect struct {
 
 	// Report is a sweep's report.
 	Report *Report `json:"report,omitempty"`
+	// Page is a list's page.
+	Page *Page `json:"page,omitempty"`
+}
+
+// Page is the expected page of a list.
+type Page struct {
+	// Jobs are the aliases of the page's jobs, in the listing's order;
+	// always checked.
+	Jobs []string `json:"jobs"`
+	// States, when set, are the states of the page's jobs as the list
+	// returned them (after lazy expiry), in the same order.
+	States []string `json:"states,omitempty"`
+	// Next, when set, says whether the page has a next cursor.
+	Next *bool `json:"next,omitempty"`
 }
 
 // Report is the expected jobstate.SweepReport; absent counts are not
@@ -191,6 +224,7 @@ var Ops = []string{
 	"create", "fire", "cancel", "get", "claim", "claim_job", "heartbeat",
 	"start", "commit", "finish", "succeed", "fail", "snooze", "advance",
 	"apply", "redrive", "sweep", "recover_worker", "clock", "history", "executions",
+	"list",
 }
 
 func knownOp(op string) bool {

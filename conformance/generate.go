@@ -163,6 +163,8 @@ type generator struct {
 	leases   []string
 	nLease   int
 	nJob     int
+	pages    []Step // the list steps that bound a page, with its next cursor
+	nPage    int
 	user     []jobstate.Event // user events of the table, sorted
 	guards   map[string]bool
 }
@@ -179,6 +181,7 @@ func generateOne(m GenMachine, name string, opts GenOptions, rnd *rand.Rand, sto
 		def:    def,
 		jobs:   make(map[string]uuid.UUID),
 		leases: make(map[string]jobstate.Lease),
+		pages:  make(map[string]string),
 		counts: &counts{},
 	}
 	r.ctx = context.WithValue(context.Background(), countsKey{}, r.counts)
@@ -287,6 +290,14 @@ func (g *generator) run(s Step) (bool, error) {
 	if res.lease != nil && res.err == nil {
 		e.Token = ptr(res.lease.Token)
 	}
+	if res.page != nil {
+		p := &Page{Jobs: []string{}, States: []string{}, Next: ptr(res.page.Next != "")}
+		for _, j := range res.page.Jobs {
+			p.Jobs = append(p.Jobs, g.first[j.ID])
+			p.States = append(p.States, string(j.State))
+		}
+		e.Page = p
+	}
 	if res.report != nil {
 		rp := res.report
 		e.Report = &Report{
@@ -336,6 +347,13 @@ func (g *generator) note(s Step, res result) {
 	case "claim", "claim_job":
 		g.nLease++
 		g.leases = append(g.leases, s.As)
+	case "list":
+		if s.As != "" {
+			g.nPage++
+			if res.page.Next != "" {
+				g.pages = append(g.pages, s)
+			}
+		}
 	}
 }
 
@@ -566,6 +584,7 @@ func (g *generator) draw() Step {
 		add("claim_job", 4)
 		add("history", 3)
 		add("executions", 2)
+		add("list", 3)
 		if len(g.def.Effects()) > 0 {
 			add("apply", 4)
 		} else if g.chance(0.3) {
@@ -730,8 +749,93 @@ func (g *generator) draw() Step {
 		}
 	case "clock":
 		g.drawClock(&s)
+	case "list":
+		g.drawList(&s)
 	}
 	return s
+}
+
+// drawList draws a list: mostly the next page of an earlier listing with
+// the same filters, else random filters; sometimes a cursor of another
+// query, a state or machine that does not exist, or a page too large.
+func (g *generator) drawList(s *Step) {
+	s.As = "p" + strconv.Itoa(g.nPage+1)
+	if len(g.pages) > 0 && g.chance(0.4) {
+		prev := pick(g, g.pages...)
+		if g.chance(0.9) {
+			*s = listFilters(prev)
+			s.As = "p" + strconv.Itoa(g.nPage+1)
+		}
+		s.Cursor = prev.As
+		s.Limit = pick(g, prev.Limit, prev.Limit, 1, 2)
+		return
+	}
+	switch x := g.rnd.Float64(); {
+	case x < 0.6:
+		s.Machine = ptr(g.def.Name())
+	case x < 0.63:
+		s.Machine = ptr("no_such_machine")
+	}
+	states := g.def.States()
+	if g.chance(0.4) {
+		for _, st := range states {
+			if g.chance(0.4) {
+				s.States = append(s.States, string(st.Name))
+			}
+		}
+	}
+	if g.chance(0.03) {
+		s.States = append(s.States, "NO_SUCH_STATE")
+	}
+	if g.chance(0.15) {
+		s.Kinds = []string{pick(g, states...).Kind.String()}
+	}
+	if g.chance(0.1) {
+		var outcomes []string
+		for _, st := range states {
+			if st.Outcome != "" {
+				outcomes = append(outcomes, string(st.Outcome))
+			}
+		}
+		if len(outcomes) > 0 {
+			s.Outcomes = []string{pick(g, outcomes...)}
+		}
+	}
+	if g.chance(0.25) {
+		s.Owner = "alice"
+	}
+	if g.chance(0.1) {
+		s.Key = pick(g, "k1", "k2")
+	}
+	start, _ := time.Parse(time.RFC3339Nano, GenStart)
+	if g.chance(0.1) {
+		s.CreatedFrom = genTime(start.Add(pick(g, time.Second, time.Minute)))
+	}
+	if g.chance(0.1) {
+		s.UpdatedTo = genTime(g.now())
+	}
+	if g.chance(0.05) {
+		s.CompletedFrom = genTime(start)
+	}
+	if g.chance(0.2) {
+		s.Order = "updated"
+	}
+	s.Desc = g.chance(0.3)
+	s.Limit = pick(g, 1, 2, 2, 3, 0)
+	if g.chance(0.02) {
+		s.Limit = 1001
+	}
+}
+
+// listFilters returns a list step with the filters and order of s and
+// nothing else.
+func listFilters(s Step) Step {
+	return Step{
+		Op: "list", Machine: s.Machine, States: s.States, Kinds: s.Kinds, Outcomes: s.Outcomes,
+		Owner: s.Owner, Key: s.Key, CreatedFrom: s.CreatedFrom, CreatedTo: s.CreatedTo,
+		UpdatedFrom: s.UpdatedFrom, UpdatedTo: s.UpdatedTo, CompletedFrom: s.CompletedFrom,
+		CompletedTo: s.CompletedTo, Order: s.Order, Desc: s.Desc,
+	}
 }
 
 // missingJob is the literal id of a job that no scenario has.
@@ -977,6 +1081,7 @@ func covers(steps []Step) []string {
 		"redrive":        {"4.26"},
 		"sweep":          {"4.17"},
 		"recover_worker": {"4.25"},
+		"list":           {"4.25"},
 	}
 	for _, s := range steps {
 		for _, c := range bySection[s.Op] {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,11 +19,16 @@ import (
 // when a guard returns them (the engine wraps them) and "unknown" when an
 // effect does (the engine returns an effect's error as it is).
 var (
-	// ErrNotOwner is returned by the "owner_only" guard.
+	// ErrNotOwner is returned by the "owner_only" guard, and by
+	// "owner_and_no_live_executions" when the actor is not the owner.
 	ErrNotOwner = errors.New("owner_only: the actor is not the job's owner")
+	// ErrOwner is returned by the "not_owner" guard.
+	ErrOwner = errors.New("not_owner: the actor is the job's owner")
 	// ErrOddArg is returned by the "even_arg" guard.
 	ErrOddArg = errors.New("even_arg: args is not an even integer")
-	// ErrLiveExecutions is returned by the "no_live_executions" guard.
+	// ErrLiveExecutions is returned by the "no_live_executions" guard, and
+	// by "owner_and_no_live_executions" when the owner asks while an
+	// execution is live.
 	ErrLiveExecutions = errors.New("no_live_executions: the job has a live execution")
 	// ErrAttemptLimit is returned by the "attempt_below_3" and
 	// "retries_below_3" guards.
@@ -37,9 +43,12 @@ var (
 //
 // Guards:
 //   - "owner_only": allows when the actor equals the job's owner.
+//   - "not_owner": allows when the actor differs from the job's owner.
 //   - "even_arg": allows when args is a number with an even integral value.
 //   - "no_live_executions": allows when no execution of the job is live
 //     (LEASED, IN_PROGRESS or COMMITTED).
+//   - "owner_and_no_live_executions": allows when "owner_only" and then
+//     "no_live_executions" both allow.
 //   - "attempt_below_3": allows when the job's attempt counter is below 3.
 //   - "retries_below_3": allows when the job's retry count is below 3.
 //
@@ -51,6 +60,8 @@ var (
 // Classifiers:
 //   - "http": "403" and "404" permanent; "429" retryable after 7s; any
 //     other message unclassified (so retryable, with the backoff).
+//   - "prefix": a message beginning "permanent:" permanent, one beginning
+//     "retryable:" retryable, any other unclassified.
 //
 // The functions are package-level and stateless: counts are kept by the
 // runner, which passes its counter in the context the engine hands to
@@ -59,18 +70,21 @@ var (
 func NewRegistry() jobstate.Registry {
 	return jobstate.Registry{
 		Guards: map[string]jobstate.Guard{
-			"owner_only":         ownerOnly,
-			"even_arg":           evenArg,
-			"no_live_executions": noLiveExecutions,
-			"attempt_below_3":    attemptBelow3,
-			"retries_below_3":    retriesBelow3,
+			"owner_only":                   ownerOnly,
+			"not_owner":                    notOwner,
+			"even_arg":                     evenArg,
+			"no_live_executions":           noLiveExecutions,
+			"owner_and_no_live_executions": ownerAndNoLiveExecutions,
+			"attempt_below_3":              attemptBelow3,
+			"retries_below_3":              retriesBelow3,
 		},
 		Effects: map[string]jobstate.EffectFunc{
 			"count":       countEffect,
 			"fail_effect": failEffect,
 		},
 		Classifiers: map[string]jobstate.Classifier{
-			"http": httpClassifier,
+			"http":   httpClassifier,
+			"prefix": prefixClassifier,
 		},
 	}
 }
@@ -80,6 +94,20 @@ func ownerOnly(_ context.Context, in jobstate.GuardInput) error {
 		return ErrNotOwner
 	}
 	return nil
+}
+
+func notOwner(_ context.Context, in jobstate.GuardInput) error {
+	if in.Actor == in.Job.Owner {
+		return ErrOwner
+	}
+	return nil
+}
+
+func ownerAndNoLiveExecutions(ctx context.Context, in jobstate.GuardInput) error {
+	if err := ownerOnly(ctx, in); err != nil {
+		return err
+	}
+	return noLiveExecutions(ctx, in)
 }
 
 func evenArg(_ context.Context, in jobstate.GuardInput) error {
@@ -153,6 +181,16 @@ func httpClassifier(err error) (jobstate.ErrorClass, time.Duration) {
 		return jobstate.ClassPermanent, 0
 	case "429":
 		return jobstate.ClassRetryable, 7 * time.Second
+	}
+	return jobstate.ClassNone, 0
+}
+
+func prefixClassifier(err error) (jobstate.ErrorClass, time.Duration) {
+	switch msg := err.Error(); {
+	case strings.HasPrefix(msg, "permanent:"):
+		return jobstate.ClassPermanent, 0
+	case strings.HasPrefix(msg, "retryable:"):
+		return jobstate.ClassRetryable, 0
 	}
 	return jobstate.ClassNone, 0
 }

@@ -84,6 +84,7 @@ func RunVector(t *testing.T, v Vector, newStore func(t *testing.T) jobstate.Stor
 		def:    def,
 		jobs:   make(map[string]uuid.UUID),
 		leases: make(map[string]jobstate.Lease),
+		pages:  make(map[string]string),
 		counts: &counts{},
 	}
 	r.ctx = context.WithValue(context.Background(), countsKey{}, r.counts)
@@ -122,6 +123,7 @@ type runner struct {
 	jobs   map[string]uuid.UUID
 	order  []string // job aliases in the order they were bound
 	leases map[string]jobstate.Lease
+	pages  map[string]string // page alias → the page's next cursor
 	counts *counts
 }
 
@@ -135,6 +137,7 @@ type result struct {
 	history  []jobstate.Transition
 	execs    []jobstate.Execution
 	readHist bool // history/execs were read by the op itself
+	page     *jobstate.ListPage
 }
 
 // stepError reports a problem of the vector itself (not of the engine).
@@ -200,6 +203,16 @@ func (r *runner) step(n int, s Step) {
 				bad("the operation returned a job that differs from the stored one:\n returned %+v\n stored   %+v", *res.job, stored)
 			}
 		}
+		if res.page != nil {
+			for _, j := range res.page.Jobs {
+				stored, err := r.store.Get(r.ctx, j.ID)
+				if err != nil {
+					bad("reading listed job %s back: %v", r.aliasOf(j.ID), err)
+				} else if !reflect.DeepEqual(j, stored) {
+					bad("the list returned a job that differs from the stored one:\n returned %+v\n stored   %+v", j, stored)
+				}
+			}
+		}
 	}
 
 	e := s.Expect
@@ -224,6 +237,14 @@ func (r *runner) step(n int, s Step) {
 			fail("vector error: report is only given by sweep and recover_worker")
 		}
 		checkReport(*e.Report, *res.report, bad)
+	}
+	if e.Page != nil {
+		if res.page == nil {
+			fail("vector error: page is only given by list")
+		}
+		if verr := r.checkPage(*e.Page, *res.page, bad); verr != nil {
+			fail("vector error: %s", verr.msg)
+		}
 	}
 
 	if needsJob(e) {
@@ -533,10 +554,106 @@ func (r *runner) do(s Step, target uuid.UUID, hasTarget bool) (result, *stepErro
 		if res.readHist {
 			res.history, res.err = eng.History(ctx, target)
 		}
+	case "list":
+		q, cursor, err := r.listQuery(s)
+		if err != nil {
+			return res, err
+		}
+		page, e := eng.List(ctx, q, cursor)
+		res.err = e
+		if e == nil {
+			res.page = &page
+		}
 	default:
 		return res, &stepError{fmt.Sprintf("unknown op %q", s.Op)}
 	}
 	return res, nil
+}
+
+// listQuery builds the query and the cursor of a list step.
+func (r *runner) listQuery(s Step) (jobstate.ListQuery, string, *stepError) {
+	q := jobstate.ListQuery{Owner: s.Owner, Key: s.Key, Order: jobstate.ListOrder(s.Order), Desc: s.Desc, Limit: s.Limit}
+	if s.Machine != nil {
+		q.Machine = *s.Machine
+	}
+	for _, st := range s.States {
+		q.States = append(q.States, jobstate.State(st))
+	}
+	for _, k := range s.Kinds {
+		kind, ok := parseKind(k)
+		if !ok {
+			return q, "", &stepError{fmt.Sprintf("kinds: unknown kind %q", k)}
+		}
+		q.Kinds = append(q.Kinds, kind)
+	}
+	for _, o := range s.Outcomes {
+		q.Outcomes = append(q.Outcomes, jobstate.Outcome(o))
+	}
+	for _, b := range []struct {
+		name string
+		text string
+		to   *time.Time
+	}{
+		{"created_from", s.CreatedFrom, &q.CreatedFrom}, {"created_to", s.CreatedTo, &q.CreatedTo},
+		{"updated_from", s.UpdatedFrom, &q.UpdatedFrom}, {"updated_to", s.UpdatedTo, &q.UpdatedTo},
+		{"completed_from", s.CompletedFrom, &q.CompletedFrom}, {"completed_to", s.CompletedTo, &q.CompletedTo},
+	} {
+		t, err := parseTime(b.name, b.text)
+		if err != nil {
+			return q, "", err
+		}
+		*b.to = t
+	}
+	cursor := ""
+	if s.Cursor != "" {
+		next, ok := r.pages[s.Cursor]
+		switch {
+		case !ok:
+			return q, "", &stepError{fmt.Sprintf("no page named %q", s.Cursor)}
+		case next == "":
+			return q, "", &stepError{fmt.Sprintf("page %q was the last: it has no next cursor", s.Cursor)}
+		}
+		cursor = next
+	}
+	return q, cursor, nil
+}
+
+// parseKind reads a kind by its name.
+func parseKind(name string) (jobstate.Kind, bool) {
+	for k := jobstate.KindInitial; k.Valid(); k++ {
+		if k.String() == name {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// checkPage compares a list's page with the expectation.
+func (r *runner) checkPage(want Page, got jobstate.ListPage, bad func(string, ...any)) *stepError {
+	ids := make([]uuid.UUID, len(want.Jobs))
+	for i, a := range want.Jobs {
+		id, ok := r.jobs[a]
+		if !ok {
+			return &stepError{fmt.Sprintf("page: no job named %q", a)}
+		}
+		ids[i] = id
+	}
+	gotIDs := make([]uuid.UUID, len(got.Jobs))
+	names := make([]string, len(got.Jobs))
+	states := make([]string, len(got.Jobs))
+	for i, j := range got.Jobs {
+		gotIDs[i], names[i], states[i] = j.ID, r.aliasOf(j.ID), string(j.State)
+	}
+	if !reflect.DeepEqual(ids, gotIDs) {
+		bad("page: got jobs %s, want %q", strings.Join(names, ", "), want.Jobs)
+	}
+	if want.States != nil && !reflect.DeepEqual(want.States, states) {
+		bad("page: got states %q, want %q", states, want.States)
+	}
+	if want.Next != nil && *want.Next != (got.Next != "") {
+		bad("page: next cursor %v, want %v", got.Next != "", *want.Next)
+	}
+	return nil
 }
 
 // failure builds the error a fail step reports.
@@ -604,6 +721,13 @@ func (r *runner) bind(s Step, res result) *stepError {
 	case "heartbeat":
 		if s.Token == nil {
 			r.leases[s.Lease] = *res.lease
+		}
+	case "list":
+		if s.As != "" {
+			if _, ok := r.pages[s.As]; ok {
+				return &stepError{fmt.Sprintf("page alias %q is already bound", s.As)}
+			}
+			r.pages[s.As] = res.page.Next
 		}
 	default:
 		if s.As != "" {
@@ -851,7 +975,7 @@ func triples(list [][3]string) string {
 // describe names a step for messages.
 func describe(s Step) string {
 	parts := []string{s.Op}
-	for _, p := range []string{s.Event, s.Job, s.Lease, s.Worker, s.Effect, s.Advance, s.Set, s.Error} {
+	for _, p := range []string{s.Event, s.Job, s.Lease, s.Worker, s.Effect, s.Advance, s.Set, s.Error, s.Cursor} {
 		if p != "" {
 			parts = append(parts, p)
 		}

@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -317,52 +316,35 @@ func fuzzInput(raw []byte) ([]byte, bool) {
 	return []byte(s), true
 }
 
-// TestSchemaExampleDefinitions validates the example lifecycles' machines
-// (internal/machines) as MarshalSpec writes them and as
+// TestSchemaExampleDefinitions validates the machines of internal/machines
+// (the five lifecycles' literal definitions, bound to their Plain hooks,
+// and the generic machines) as MarshalSpec writes them and as
 // Definition.MarshalJSON writes them.
 func TestSchemaExampleDefinitions(t *testing.T) {
 	s := loadSchemas(t)
-	bountyWithRun := machines.BountySpec(func(context.Context, jobstate.Job) error { return nil })
-	bountyWithRun.Effects[0].RunName = "refund"
-	specs := []struct {
-		name string
-		spec jobstate.Spec
-		def  bool // also write it as a Definition
-	}{
-		{"DocsSpec", machines.DocsSpec(), true},
-		{"DerivedSpec", machines.DerivedSpec(), true},
-		{"BountySpec(nil)", machines.BountySpec(nil), false}, // no Run: no Definition
-		{"BountySpec(refund)", bountyWithRun, true},
-		{"DeliverySpec", machines.DeliverySpec(), true},
-		{"ImageSpec", machines.ImageSpec(), true},
+	var specs []jobstate.Spec
+	for _, l := range machines.Lifecycles() {
+		specs = append(specs, l.Spec())
 	}
-	checked := 0
-	for _, c := range specs {
-		data, err := jobstate.MarshalSpec(c.spec)
+	specs = append(specs, machines.Generic()...)
+	for _, spec := range specs {
+		data, err := jobstate.MarshalSpec(spec)
 		if err != nil {
-			t.Logf("%s: MarshalSpec refuses it, skipped: %v", c.name, err)
+			t.Errorf("%s: %v", spec.Name, err)
 			continue
 		}
-		validateDefinition(t, s, c.name+" (MarshalSpec)", data)
-		checked++
-		if !c.def {
-			continue
-		}
-		d, err := jobstate.NewDefinition(c.spec)
+		validateDefinition(t, s, spec.Name+" (MarshalSpec)", data)
+		d, err := jobstate.NewDefinition(spec)
 		if err != nil {
-			t.Errorf("%s: %v", c.name, err)
+			t.Errorf("%s: %v", spec.Name, err)
 			continue
 		}
 		data, err = json.Marshal(d)
 		if err != nil {
-			t.Logf("%s: MarshalJSON refuses it, skipped: %v", c.name, err)
+			t.Errorf("%s: %v", spec.Name, err)
 			continue
 		}
-		validateDefinition(t, s, c.name+" (Definition.MarshalJSON)", data)
-		checked++
-	}
-	if checked == 0 {
-		t.Error("no example definition could be written")
+		validateDefinition(t, s, spec.Name+" (Definition.MarshalJSON)", data)
 	}
 }
 
@@ -517,6 +499,7 @@ func TestSchemaMatchesGo(t *testing.T) {
 		{"step", defs["step"], reflect.TypeOf(Step{})},
 		{"expect", defs["expect"], reflect.TypeOf(Expect{})},
 		{"report", defs["report"], reflect.TypeOf(Report{})},
+		{"page", defs["page"], reflect.TypeOf(Page{})},
 	} {
 		props := c.node.(map[string]any)["properties"].(map[string]any)
 		if got, want := objectKeys(props), jsonFieldNames(c.typ); !reflect.DeepEqual(got, want) {
@@ -1010,6 +993,13 @@ func TestSchemaCases(t *testing.T) {
 		{"definition that must not load, no problems", schemaBadVector, delAt("expect", "problems"), false},
 		{"unknown load error", schemaBadVector, setAt(`"invalid"`, "expect", "error"), false},
 		{"problems of a definition that loads", schemaBaseVector, setAt(`{"error": "", "problems": ["x"]}`, "expect"), false},
+		{"list", schemaBaseVector, setAt(`{"op": "list", "machine": "m", "states": ["Q"], "kinds": ["ready"], "outcomes": ["failed"], "owner": "o", "key": "k", "created_from": "2026-01-01T00:00:00Z", "created_to": "2026-01-01T00:00:05Z", "updated_from": "", "completed_to": "2026-01-02T00:00:00Z", "order": "updated", "desc": true, "limit": 2, "as": "p", "expect": {"page": {"jobs": ["j"], "states": ["Q"], "next": false}}}`, "steps", "4"), true},
+		{"list with a cursor and an empty page", schemaBaseVector, setAt(`{"op": "list", "cursor": "p", "expect": {"page": {"jobs": []}}}`, "steps", "4"), true},
+		{"list expecting a job field", schemaBaseVector, setAt(`{"op": "list", "expect": {"state": "Q"}}`, "steps", "4"), false},
+		{"list with a lease", schemaBaseVector, setAt(`{"op": "list", "lease": "a"}`, "steps", "4"), false},
+		{"list with an unknown kind", schemaBaseVector, setAt(`{"op": "list", "kinds": ["running"]}`, "steps", "4"), false},
+		{"page without jobs", schemaBaseVector, setAt(`{"op": "list", "expect": {"page": {"next": true}}}`, "steps", "4"), false},
+		{"page on a get", schemaBaseVector, setAt(`{"jobs": []}`, "steps", "5", "expect", "page"), false},
 	}
 	for _, c := range vecCases {
 		t.Run("vector/"+c.name, func(t *testing.T) {

@@ -47,7 +47,7 @@ func Run(t *testing.T, newStore NewStore, opts ...Option) {
 }
 
 // generatedPerStore is how many generated scenarios every store replays.
-const generatedPerStore = 111
+const generatedPerStore = 117
 
 // Epoch is the fake clock's starting time in every test of the suite.
 var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
