@@ -28,8 +28,8 @@ func newFixture(t *testing.T, newStore NewStore, opts []jobstate.Option, specs .
 	t.Helper()
 	f := &fixture{t: t, ctx: context.Background(), clock: jobstate.NewManualClock(Epoch), store: newStore(t)}
 	var defs []*jobstate.Definition
+	require.NoError(t, checkSpecs(specs...))
 	for _, s := range specs {
-		require.NoError(t, m.Check(s))
 		d, err := jobstate.NewDefinition(s)
 		require.NoError(t, err)
 		defs = append(defs, d)
@@ -39,6 +39,17 @@ func newFixture(t *testing.T, newStore NewStore, opts []jobstate.Option, specs .
 	require.NoError(t, err)
 	f.eng = eng
 	return f
+}
+
+// checkSpecs returns an error when a spec bears the name of one of the five
+// lifecycles without being that lifecycle's literal definition.
+func checkSpecs(specs ...jobstate.Spec) error {
+	for _, s := range specs {
+		if err := m.Check(s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (f *fixture) create(machine string, nj jobstate.NewJob) jobstate.Job {
