@@ -80,6 +80,35 @@ func Check(spec jobstate.Spec) error {
 	return nil
 }
 
+// CheckDefinition is Check for a validated Definition: it compares the
+// machine as the engine runs it, the defaults NewDefinition fills in
+// included, with the literal definition validated the same way.
+func CheckDefinition(d *jobstate.Definition) error {
+	l, ok := LifecycleOf(d.Name())
+	if !ok {
+		return nil
+	}
+	if diff := Diff(SpecOf(Must(l.Spec())), SpecOf(d)); len(diff) > 0 {
+		return fmt.Errorf("machine %q is not the literal %s definition:\n  %s", d.Name(), l.Title, strings.Join(diff, "\n  "))
+	}
+	return nil
+}
+
+// SpecOf returns the Spec of a validated Definition: its states, initial
+// state, rules, policy (with the defaults NewDefinition filled in),
+// creation and once-only effects.
+func SpecOf(d *jobstate.Definition) jobstate.Spec {
+	return jobstate.Spec{
+		Name:    d.Name(),
+		States:  d.States(),
+		Initial: d.Initial(),
+		Rules:   d.Rules(),
+		Policy:  d.Policy(),
+		Create:  d.Create(),
+		Effects: d.Effects(),
+	}
+}
+
 // Diff lists the differences between two machine definitions, one per
 // field, each as "path: want W, got G" with the path of the JSON form
 // (jobstate.MarshalSpec). It compares every field of the JSON form,

@@ -106,3 +106,17 @@ func TestDiffOfDescriptions(t *testing.T) {
 		t.Errorf("got %q", d)
 	}
 }
+
+func TestCheckDefinitionComparesTheMachineAsRun(t *testing.T) {
+	for _, l := range Lifecycles() {
+		if err := CheckDefinition(Must(l.Spec())); err != nil {
+			t.Error(err)
+		}
+	}
+	spec := imagegen.Spec(imagegen.Plain())
+	spec.Policy.Idempotency.ReleaseIn = nil
+	err := CheckDefinition(Must(spec))
+	if err == nil || !strings.Contains(err.Error(), "policy.idempotency: want") {
+		t.Errorf("a changed idempotency policy: %v", err)
+	}
+}
