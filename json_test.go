@@ -215,7 +215,7 @@ func TestParseSpecErrors(t *testing.T) {
 		{"bad retention", `{"name": "x", "policy": {"idempotency": {"retention": "forever"}}}`, []string{`policy.idempotency.retention: invalid duration "forever"`}},
 		{"duration overflow", `{"name": "x", "policy": {"lease_ttl": "99999999999h"}}`, []string{`policy.lease_ttl: invalid duration`}},
 		{"unknown guard", `{"name": "x", "rules": [{"from": ["A"], "event": "go", "to": "Z", "guard": "admin"}]}`,
-			[]string{`rules[0].guard: unknown guard "admin" (the registry has "attempt_below_3", "even_arg", "no_live_executions", "owner_only", "retries_below_3")`}},
+			[]string{`rules[0].guard: unknown guard "admin" (the registry has "attempt_below_3", "even_arg", "no_live_executions", "not_owner", "owner_and_no_live_executions", "owner_only", "retries_below_3")`}},
 		{"unknown rule effect", `{"name": "x", "rules": [{"from": ["A"], "event": "go", "to": "Z", "effect": "mail"}]}`, []string{`rules[0].effect: unknown effect "mail"`}},
 		{"unknown create guard and effect", `{"name": "x", "create": {"guard": "g", "effect": "e"}}`,
 			[]string{`create.guard: unknown guard "g"`, `create.effect: unknown effect "e"`}},
