@@ -23,7 +23,7 @@ func TestZeroEngineRefuses(t *testing.T) {
 	for name, e := range map[string]*jobstate.Engine{"zero": {}, "nil": nil} {
 		t.Run(name, func(t *testing.T) {
 			calls := map[string]func() error{
-				"Create":        func() error { _, err := e.Create(ctx, jobstate.NewJob{Machine: "docs"}); return err },
+				"Create":        func() error { _, err := e.Create(ctx, jobstate.NewJob{Machine: "queue"}); return err },
 				"Get":           func() error { _, err := e.Get(ctx, id); return err },
 				"History":       func() error { _, err := e.History(ctx, id); return err },
 				"Executions":    func() error { _, err := e.Executions(ctx, id); return err },
@@ -32,7 +32,7 @@ func TestZeroEngineRefuses(t *testing.T) {
 				"Cancel":        func() error { _, err := e.Cancel(ctx, id, jobstate.Call{}); return err },
 				"Apply":         func() error { _, err := e.Apply(ctx, id, "x", jobstate.Call{}); return err },
 				"Redrive":       func() error { _, err := e.Redrive(ctx, id, jobstate.Call{}); return err },
-				"Claim":         func() error { _, err := e.Claim(ctx, jobstate.ClaimRequest{Machine: "docs", Worker: "w"}); return err },
+				"Claim":         func() error { _, err := e.Claim(ctx, jobstate.ClaimRequest{Machine: "queue", Worker: "w"}); return err },
 				"ClaimJob":      func() error { _, err := e.ClaimJob(ctx, id, jobstate.ClaimRequest{Worker: "w"}); return err },
 				"Heartbeat":     func() error { _, err := e.Heartbeat(ctx, jobstate.Lease{JobID: id}); return err },
 				"Start":         func() error { _, err := e.Start(ctx, jobstate.Lease{JobID: id}); return err },
@@ -46,12 +46,12 @@ func TestZeroEngineRefuses(t *testing.T) {
 				"RecoverWorker": func() error { _, err := e.RecoverWorker(ctx, "w"); return err },
 				"Stuck":         func() error { _, err := e.Stuck(ctx, "", time.Second, 0); return err },
 				"Prune":         func() error { _, err := e.Prune(ctx, time.Second, 0); return err },
-				"Counts":        func() error { _, err := e.Counts(ctx, "docs"); return err },
+				"Counts":        func() error { _, err := e.Counts(ctx, "queue"); return err },
 			}
 			for op, call := range calls {
 				assert.ErrorIs(t, call(), jobstate.ErrInvalidArgument, op)
 			}
-			_, ok := e.Machine("docs")
+			_, ok := e.Machine("queue")
 			assert.False(t, ok)
 			assert.Nil(t, e.Store())
 			assert.False(t, e.Now().IsZero())
@@ -85,9 +85,9 @@ func TestNewRefusesNils(t *testing.T) {
 // matches ErrInvalidTransition, with ErrTerminal as the specific cause.
 func TestTerminalRefusalIsInvalidTransition(t *testing.T) {
 	ctx := context.Background()
-	e, err := jobstate.New(memstore.New(), jobstate.WithMachines(m.Docs()))
+	e, err := jobstate.New(memstore.New(), jobstate.WithMachines(m.Queue()))
 	require.NoError(t, err)
-	c, err := e.Create(ctx, jobstate.NewJob{Machine: "docs"})
+	c, err := e.Create(ctx, jobstate.NewJob{Machine: "queue"})
 	require.NoError(t, err)
 	_, err = e.Fire(ctx, c.Job.ID, m.Submit, jobstate.Call{})
 	require.NoError(t, err)
@@ -113,7 +113,7 @@ func TestTerminalRefusalIsInvalidTransition(t *testing.T) {
 // fields it sets.
 func TestRetryOverrideFieldByField(t *testing.T) {
 	ctx := context.Background()
-	e, err := jobstate.New(memstore.New(), jobstate.WithMachines(m.Docs()))
+	e, err := jobstate.New(memstore.New(), jobstate.WithMachines(m.Queue()))
 	require.NoError(t, err)
 	b := jobstate.FixedBackoff(time.Minute)
 	for name, tc := range map[string]struct {
@@ -129,13 +129,13 @@ func TestRetryOverrideFieldByField(t *testing.T) {
 		"no retries":    {&jobstate.RetryOverride{MaxRetries: jobstate.Retries(0)}, 0, false, 0},
 		"both, minimum": {&jobstate.RetryOverride{MaxRetries: jobstate.Retries(jobstate.Unlimited), Backoff: &b}, jobstate.Unlimited, true, time.Minute},
 	} {
-		c, err := e.Create(ctx, jobstate.NewJob{Machine: "docs", Retry: tc.o})
+		c, err := e.Create(ctx, jobstate.NewJob{Machine: "queue", Retry: tc.o})
 		require.NoError(t, err, name)
 		assert.Equal(t, tc.max, c.Job.MaxRetries, name)
 		assert.Equal(t, tc.own, c.Job.OwnBackoff, name)
 		assert.Equal(t, tc.initial, c.Job.Backoff.Initial, name)
 	}
-	_, err = e.Create(ctx, jobstate.NewJob{Machine: "docs", Retry: &jobstate.RetryOverride{MaxRetries: jobstate.Retries(-2)}})
+	_, err = e.Create(ctx, jobstate.NewJob{Machine: "queue", Retry: &jobstate.RetryOverride{MaxRetries: jobstate.Retries(-2)}})
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 }
 
@@ -143,11 +143,11 @@ func TestRetryOverrideFieldByField(t *testing.T) {
 // not set durations beyond MaxDuration, and a succeed rule may not be
 // guarded.
 func TestDurationsAboveMaximumRefused(t *testing.T) {
-	spec := m.DocsSpec()
+	spec := m.QueueSpec()
 	spec.Policy.LeaseTTL = 2562047 * time.Hour
 	_, err := jobstate.NewDefinition(spec)
 	assert.ErrorContains(t, err, "LeaseTTL")
-	spec = m.DocsSpec()
+	spec = m.QueueSpec()
 	spec.Policy.Retry.Backoff = jobstate.ExponentialBackoff(time.Second, 2, jobstate.MaxDuration+1)
 	_, err = jobstate.NewDefinition(spec)
 	assert.ErrorContains(t, err, "Max")
@@ -157,7 +157,7 @@ func TestDurationsAboveMaximumRefused(t *testing.T) {
 	assert.ErrorIs(t, err, jobstate.ErrInvalidDefinition)
 	assert.ErrorContains(t, err, "LeaseTTL")
 
-	spec = m.DocsSpec()
+	spec = m.QueueSpec()
 	for i := range spec.Rules {
 		if spec.Rules[i].Event == jobstate.EventSucceed {
 			spec.Rules[i].Guard = func(context.Context, jobstate.GuardInput) error { return nil }

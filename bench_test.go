@@ -19,11 +19,11 @@ import (
 var benchEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // BenchmarkStep measures the pure core: one transition (QUEUED --claim-->
-// RUNNING) of document processing's machine.
+// RUNNING) of the queue machine.
 func BenchmarkStep(b *testing.B) {
-	def := m.Docs()
+	def := m.Queue()
 	ctx := context.Background()
-	job := jobstate.Job{Machine: "docs", State: m.Queued, Kind: jobstate.KindReady, Version: 2}
+	job := jobstate.Job{Machine: "queue", State: m.Queued, Kind: jobstate.KindReady, Version: 2}
 	in := jobstate.Input{Event: jobstate.EventClaim, Now: benchEpoch}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -38,14 +38,14 @@ func BenchmarkStep(b *testing.B) {
 	}
 }
 
-// BenchmarkLifecycle runs document processing's six-step lifecycle
+// BenchmarkLifecycle runs the queue machine's six steps
 // CREATED→QUEUED→RUNNING→RETRYING→QUEUED→RUNNING→SUCCEEDED through the
 // pure core.
 func BenchmarkLifecycle(b *testing.B) {
-	def := m.Docs()
+	def := m.Queue()
 	ctx := context.Background()
 	events := []jobstate.Event{m.Submit, jobstate.EventClaim, jobstate.EventRetry, jobstate.EventRequeue, jobstate.EventClaim, jobstate.EventSucceed}
-	start := jobstate.Job{Machine: "docs", State: m.Created, Kind: jobstate.KindInitial, Version: 1}
+	start := jobstate.Job{Machine: "queue", State: m.Created, Kind: jobstate.KindInitial, Version: 1}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -150,10 +150,10 @@ func BenchmarkCreatePayload(b *testing.B) {
 func BenchmarkClaimCommitFinish(b *testing.B) {
 	for _, n := range []int{1_000, 1_000_000} {
 		b.Run(fmt.Sprintf("ready=%d", n), func(b *testing.B) {
-			eng, _, store := benchEngine(b, m.DerivedSpec())
+			eng, _, store := benchEngine(b, m.ProjectedSpec())
 			ctx := context.Background()
 			create := func() {
-				if _, err := eng.Create(ctx, jobstate.NewJob{Machine: "derived"}); err != nil {
+				if _, err := eng.Create(ctx, jobstate.NewJob{Machine: "projected"}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -161,7 +161,7 @@ func BenchmarkClaimCommitFinish(b *testing.B) {
 			for i := 0; i < n+refill; i++ {
 				create()
 			}
-			req := jobstate.ClaimRequest{Machine: "derived", Worker: "w"}
+			req := jobstate.ClaimRequest{Machine: "projected", Worker: "w"}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -198,7 +198,7 @@ func BenchmarkClaimCommitFinish(b *testing.B) {
 func BenchmarkThroughput(b *testing.B) {
 	for _, g := range []int{2, 16} {
 		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
-			eng, _, _ := benchEngine(b, m.DerivedSpec())
+			eng, _, _ := benchEngine(b, m.ProjectedSpec())
 			ctx := context.Background()
 			var worker atomic.Int64
 			b.ReportAllocs()
@@ -207,9 +207,9 @@ func BenchmarkThroughput(b *testing.B) {
 			b.SetParallelism((g + procs - 1) / procs)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
-				req := jobstate.ClaimRequest{Machine: "derived", Worker: fmt.Sprint("w", worker.Add(1))}
+				req := jobstate.ClaimRequest{Machine: "projected", Worker: fmt.Sprint("w", worker.Add(1))}
 				for pb.Next() {
-					if _, err := eng.Create(ctx, jobstate.NewJob{Machine: "derived"}); err != nil {
+					if _, err := eng.Create(ctx, jobstate.NewJob{Machine: "projected"}); err != nil {
 						b.Fatal(err)
 					}
 					c, err := eng.Claim(ctx, req)
@@ -233,13 +233,13 @@ func BenchmarkMemoryPerFinishedJob(b *testing.B) {
 		runtime.GC()
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
-		eng, _, store := benchEngine(b, m.DerivedSpec())
+		eng, _, store := benchEngine(b, m.ProjectedSpec())
 		ctx := context.Background()
 		for j := 0; j < n; j++ {
-			if _, err := eng.Create(ctx, jobstate.NewJob{Machine: "derived"}); err != nil {
+			if _, err := eng.Create(ctx, jobstate.NewJob{Machine: "projected"}); err != nil {
 				b.Fatal(err)
 			}
-			c, err := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "derived", Worker: "w"})
+			c, err := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "projected", Worker: "w"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -299,7 +299,7 @@ func scaling(b *testing.B, g int, mode scalingMode) {
 	shards := make([]shard, g)
 	for w := range shards {
 		if w == 0 || mode.separate {
-			eng, _, store := benchEngine(b, m.DerivedSpec())
+			eng, _, store := benchEngine(b, m.ProjectedSpec())
 			shards[w] = shard{eng, store}
 		} else {
 			shards[w] = shards[0]
@@ -317,9 +317,9 @@ func scaling(b *testing.B, g int, mode scalingMode) {
 		wg.Add(1)
 		go func(worker string, n int, sh shard) {
 			defer wg.Done()
-			req := jobstate.ClaimRequest{Machine: "derived", Worker: worker}
+			req := jobstate.ClaimRequest{Machine: "projected", Worker: worker}
 			for i := 0; i < n; i++ {
-				if _, err := sh.eng.Create(ctx, jobstate.NewJob{Machine: "derived"}); err != nil {
+				if _, err := sh.eng.Create(ctx, jobstate.NewJob{Machine: "projected"}); err != nil {
 					b.Error(err)
 					return
 				}

@@ -17,14 +17,14 @@ type plainStore struct{ jobstate.Store }
 // TestCreateManyUnsupported: on a store without BatchCreator, CreateMany
 // says so and creates nothing.
 func TestCreateManyUnsupported(t *testing.T) {
-	def, err := jobstate.NewDefinition(docSpec())
+	def, err := jobstate.NewDefinition(queueSpec())
 	require.NoError(t, err)
 	inner := memstore.New()
 	eng, err := jobstate.New(plainStore{inner}, jobstate.WithMachines(def))
 	require.NoError(t, err)
-	_, err = eng.CreateMany(context.Background(), []jobstate.NewJob{{Machine: "docs"}})
+	_, err = eng.CreateMany(context.Background(), []jobstate.NewJob{{Machine: "queue"}})
 	assert.ErrorIs(t, err, jobstate.ErrUnsupported)
-	counts, err := inner.Count(context.Background(), "docs")
+	counts, err := inner.Count(context.Background(), "queue")
 	require.NoError(t, err)
 	assert.Empty(t, counts)
 }
@@ -33,6 +33,6 @@ func TestCreateManyUnsupported(t *testing.T) {
 // does, without panicking.
 func TestCreateManyZeroEngine(t *testing.T) {
 	var eng jobstate.Engine
-	_, err := eng.CreateMany(context.Background(), []jobstate.NewJob{{Machine: "docs"}})
+	_, err := eng.CreateMany(context.Background(), []jobstate.NewJob{{Machine: "queue"}})
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 }

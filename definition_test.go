@@ -245,10 +245,10 @@ func TestDefinitionsNeverPanic(t *testing.T) {
 }
 
 func TestStep(t *testing.T) {
-	def := m.Docs()
+	def := m.Queue()
 	ctx := context.Background()
 	at := time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC)
-	job := jobstate.Job{Machine: "docs", State: m.Queued, Kind: jobstate.KindReady, Version: 4}
+	job := jobstate.Job{Machine: "queue", State: m.Queued, Kind: jobstate.KindReady, Version: 4}
 	next := job
 	rec, err := def.Step(ctx, &next, jobstate.Input{Event: jobstate.EventClaim, Actor: "w", Reason: "go", Now: at})
 	require.NoError(t, err)
@@ -278,7 +278,7 @@ func TestStep(t *testing.T) {
 		{next, jobstate.EventClaim, jobstate.ErrTerminal},
 		{job, "submit", jobstate.ErrInvalidTransition},
 		{jobstate.Job{Machine: "other", State: m.Queued}, jobstate.EventClaim, jobstate.ErrInvalidArgument},
-		{jobstate.Job{Machine: "docs", State: "NOPE"}, jobstate.EventClaim, jobstate.ErrInvalidArgument},
+		{jobstate.Job{Machine: "queue", State: "NOPE"}, jobstate.EventClaim, jobstate.ErrInvalidArgument},
 	} {
 		before := tc.job
 		_, err := def.Step(ctx, &tc.job, jobstate.Input{Event: tc.ev})
@@ -288,7 +288,7 @@ func TestStep(t *testing.T) {
 }
 
 func TestReplay(t *testing.T) {
-	def := m.Docs()
+	def := m.Queue()
 	rec := func(v int64, from jobstate.State, ev jobstate.Event, to jobstate.State) jobstate.Transition {
 		return jobstate.Transition{Version: v, From: from, Event: ev, To: to}
 	}

@@ -38,14 +38,6 @@ func queueSpec() jobstate.Spec {
 	}
 }
 
-// docSpec is queueSpec named "docs", the name createmany_test.go and
-// ids_test.go create their jobs under.
-func docSpec() jobstate.Spec {
-	s := queueSpec()
-	s.Name = "docs"
-	return s
-}
-
 func ExampleNewDefinition() {
 	spec := queueSpec()
 	def, err := jobstate.NewDefinition(spec)

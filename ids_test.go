@@ -19,7 +19,7 @@ import (
 // 9562 variant), carry the creation's millisecond, and increase strictly
 // in the order they are drawn.
 func TestDefaultIDs(t *testing.T) {
-	def, err := jobstate.NewDefinition(docSpec())
+	def, err := jobstate.NewDefinition(queueSpec())
 	require.NoError(t, err)
 	eng, err := jobstate.New(memstore.New(), jobstate.WithMachines(def))
 	require.NoError(t, err)
@@ -27,7 +27,7 @@ func TestDefaultIDs(t *testing.T) {
 	var prev uuid.UUID
 	for i := 0; i < 1000; i++ {
 		before := time.Now().UnixMilli()
-		c, err := eng.Create(ctx, jobstate.NewJob{Machine: "docs"})
+		c, err := eng.Create(ctx, jobstate.NewJob{Machine: "queue"})
 		require.NoError(t, err)
 		after := time.Now().UnixMilli()
 		id := c.Job.ID
@@ -46,7 +46,7 @@ func TestDefaultIDs(t *testing.T) {
 // TestDefaultIDsConcurrent: ids drawn at once by many goroutines are all
 // distinct.
 func TestDefaultIDsConcurrent(t *testing.T) {
-	def, err := jobstate.NewDefinition(docSpec())
+	def, err := jobstate.NewDefinition(queueSpec())
 	require.NoError(t, err)
 	eng, err := jobstate.New(memstore.New(), jobstate.WithMachines(def))
 	require.NoError(t, err)
@@ -58,7 +58,7 @@ func TestDefaultIDsConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 500; i++ {
-				c, err := eng.Create(context.Background(), jobstate.NewJob{Machine: "docs"})
+				c, err := eng.Create(context.Background(), jobstate.NewJob{Machine: "queue"})
 				if !assert.NoError(t, err) {
 					return
 				}

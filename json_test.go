@@ -19,6 +19,8 @@ import (
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/conformance"
 	m "github.com/jobstate/jobstate/internal/machines"
+	"github.com/jobstate/jobstate/internal/machines/bounty"
+	"github.com/jobstate/jobstate/internal/machines/hook"
 )
 
 // vectorDefinitions returns the definition of every conformance vector.
@@ -74,10 +76,10 @@ func TestJSONRoundTripVectors(t *testing.T) {
 	assert.Greater(t, parsed, 40)
 }
 
-// TestJSONRoundTripLifecycleMachines: the five lifecycle machines that name no code
-// survive MarshalSpec and ParseSpec unchanged, field for field.
-func TestJSONRoundTripLifecycleMachines(t *testing.T) {
-	for _, spec := range []jobstate.Spec{m.DocsSpec(), m.DerivedSpec(), m.DeliverySpec(), m.ImageSpec()} {
+// TestJSONRoundTripGenericMachines: the generic machines, which name no
+// code, survive MarshalSpec and ParseSpec unchanged, field for field.
+func TestJSONRoundTripGenericMachines(t *testing.T) {
+	for _, spec := range m.Generic() {
 		out, err := jobstate.MarshalSpec(spec)
 		require.NoError(t, err, spec.Name)
 		back, err := jobstate.ParseSpec(out, jobstate.Registry{})
@@ -96,7 +98,7 @@ func TestJSONRoundTripPolicyFlags(t *testing.T) {
 		if typ.Field(i).Type.Kind() != reflect.Bool {
 			continue
 		}
-		spec := m.DocsSpec()
+		spec := m.QueueSpec()
 		reflect.ValueOf(&spec.Policy).Elem().Field(i).SetBool(true)
 		out, err := jobstate.MarshalSpec(spec)
 		require.NoError(t, err)
@@ -107,11 +109,11 @@ func TestJSONRoundTripPolicyFlags(t *testing.T) {
 }
 
 func TestJSONShape(t *testing.T) {
-	out, err := jobstate.MarshalSpec(m.ImageSpec())
+	out, err := jobstate.MarshalSpec(m.ParkingSpec())
 	require.NoError(t, err)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(out, &doc))
-	assert.Equal(t, "image", doc["name"])
+	assert.Equal(t, "parking", doc["name"])
 	assert.Equal(t, "queued", doc["initial"])
 	st := doc["states"].([]any)[3].(map[string]any)
 	assert.Equal(t, map[string]any{"name": "failed", "kind": "waiting"}, st)
@@ -194,7 +196,7 @@ func TestParseSpecErrors(t *testing.T) {
 		{"trailing", `{"name": "x"} {}`, []string{"unexpected data after the definition object"}},
 		{"null", `null`, []string{"a definition is a JSON object, not null"}},
 		{"array", `[]`, []string{"a definition is a JSON object, not an array"}},
-		{"string", `"docs"`, []string{"a definition is a JSON object, not a string"}},
+		{"string", `"queue"`, []string{"a definition is a JSON object, not a string"}},
 		{"unknown field", `{"name": "x", "nmae": "y"}`, []string{`definition: unknown field "nmae"`}},
 		{"keys are exact", `{"Name": "x"}`, []string{`definition: unknown field "Name"`}},
 		{"nested unknown field", `{"name": "x", "policy": {"retry": {"max_retry": 1}}}`, []string{`policy.retry: unknown field "max_retry"`}},
@@ -250,7 +252,7 @@ func TestParseSpecErrors(t *testing.T) {
 // TestParseDefinitionValidatesLikeGo: a JSON definition gets exactly the
 // problems NewDefinition finds in the same Spec built in Go.
 func TestParseDefinitionValidatesLikeGo(t *testing.T) {
-	spec := m.DocsSpec()
+	spec := m.QueueSpec()
 	spec.States = append(spec.States, jobstate.StateSpec{Name: "LIMBO", Kind: jobstate.KindWaiting})
 	spec.Rules = append(spec.Rules, jobstate.Rule{From: []jobstate.State{"SUCCEEDED"}, Event: "reopen", To: "QUEUED"})
 	spec.Policy.LeaseTTL = -time.Second
@@ -264,9 +266,9 @@ func TestParseDefinitionValidatesLikeGo(t *testing.T) {
 	assert.Equal(t, goErr.Error(), jsonErr.Error())
 	assert.Equal(t, "invalid_definition", jobstate.Code(jsonErr))
 
-	def, err := jobstate.ParseDefinition(mustMarshal(t, m.DocsSpec()), jobstate.Registry{})
+	def, err := jobstate.ParseDefinition(mustMarshal(t, m.QueueSpec()), jobstate.Registry{})
 	require.NoError(t, err)
-	assert.Equal(t, "docs", def.Name())
+	assert.Equal(t, "queue", def.Name())
 	assert.Equal(t, jobstate.DefaultLeaseTTL, def.Policy().LeaseTTL)
 }
 
@@ -281,7 +283,7 @@ func TestMarshalSpecRefusals(t *testing.T) {
 	guard := func(context.Context, jobstate.GuardInput) error { return nil }
 	effect := func(context.Context, jobstate.Job) error { return nil }
 	classify := func(error) (jobstate.ErrorClass, time.Duration) { return jobstate.ClassNone, 0 }
-	base := func() jobstate.Spec { return m.DocsSpec() }
+	base := func() jobstate.Spec { return m.QueueSpec() }
 	cases := []struct {
 		name   string
 		change func(*jobstate.Spec)
@@ -353,7 +355,7 @@ func TestMarshalSpecClassifierName(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(out), `"classify":"http-like"`)
 
-	hand := m.DocsSpec()
+	hand := m.QueueSpec()
 	hand.Policy.Classify = httpLike
 	_, err = jobstate.MarshalSpec(hand)
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument, "a classifier needs its name")
@@ -364,7 +366,7 @@ func TestMarshalSpecClassifierName(t *testing.T) {
 }
 
 func TestDefinitionMarshalJSON(t *testing.T) {
-	d := m.Docs()
+	d := m.Queue()
 	out, err := json.Marshal(d)
 	require.NoError(t, err)
 	var doc struct {
@@ -384,8 +386,11 @@ func TestDefinitionMarshalJSON(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, `{"D":null}`, string(out))
 
-	// A machine whose effect Run has no registry name cannot be written.
-	_, err = json.Marshal(m.Must(m.BountySpec(func(context.Context, jobstate.Job) error { return nil })))
+	// A machine whose effect Run has no registry name cannot be written:
+	// the bounty marketplace with a refund that has no name.
+	h := bounty.Plain()
+	h.Refund = hook.Effect{Func: func(context.Context, jobstate.Job) error { return nil }}
+	_, err = json.Marshal(m.Must(bounty.Spec(h)))
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 }
 

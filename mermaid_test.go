@@ -23,7 +23,7 @@ func TestMermaid(t *testing.T) {
 		name string
 		def  func(t *testing.T) *jobstate.Definition
 	}{
-		{"docs", func(*testing.T) *jobstate.Definition { return machines.Docs() }},
+		{"queue", func(*testing.T) *jobstate.Definition { return machines.Queue() }},
 		{"review", mermaidReviewMachine},
 		{"names", mermaidNamesMachine},
 	}

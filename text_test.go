@@ -70,13 +70,13 @@ func FuzzCleanErrorText(f *testing.F) {
 // store (the storetest Texts property runs the same on every store).
 func TestFailRecordsAnyErrorText(t *testing.T) {
 	ctx := context.Background()
-	eng, err := jobstate.New(memstore.New(), jobstate.WithMachines(m.Docs()))
+	eng, err := jobstate.New(memstore.New(), jobstate.WithMachines(m.Queue()))
 	require.NoError(t, err)
-	c, err := eng.Create(ctx, jobstate.NewJob{Machine: "docs"})
+	c, err := eng.Create(ctx, jobstate.NewJob{Machine: "queue"})
 	require.NoError(t, err)
 	_, err = eng.Fire(ctx, c.Job.ID, m.Submit, jobstate.Call{})
 	require.NoError(t, err)
-	cl, err := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "docs", Worker: "w"})
+	cl, err := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "queue", Worker: "w"})
 	require.NoError(t, err)
 
 	job, err := eng.Fail(ctx, cl.Lease, jobstate.Permanent(errors.New("read \x00 from \xff device")))
@@ -94,18 +94,18 @@ func TestFailRecordsAnyErrorText(t *testing.T) {
 // beyond its limit with ErrInvalidArgument, and nothing is written.
 func TestTextsBeyondLimitsRefused(t *testing.T) {
 	ctx := context.Background()
-	eng, err := jobstate.New(memstore.New(), jobstate.WithMachines(m.Docs()))
+	eng, err := jobstate.New(memstore.New(), jobstate.WithMachines(m.Queue()))
 	require.NoError(t, err)
 	key := strings.Repeat("k", jobstate.MaxKeyBytes)
 	reason := strings.Repeat("r", jobstate.MaxReasonBytes)
 
 	t.Run("at the limits accepted", func(t *testing.T) {
-		c, err := eng.Create(ctx, jobstate.NewJob{Machine: "docs", Key: key, Owner: key, Actor: key, Reason: reason})
+		c, err := eng.Create(ctx, jobstate.NewJob{Machine: "queue", Key: key, Owner: key, Actor: key, Reason: reason})
 		require.NoError(t, err)
 		assert.Equal(t, key, c.Job.IdempotencyKey)
 		_, err = eng.Fire(ctx, c.Job.ID, m.Submit, jobstate.Call{Actor: key, Reason: reason})
 		require.NoError(t, err)
-		_, err = eng.ClaimJob(ctx, c.Job.ID, jobstate.ClaimRequest{Machine: "docs", Worker: key})
+		_, err = eng.ClaimJob(ctx, c.Job.ID, jobstate.ClaimRequest{Machine: "queue", Worker: key})
 		require.NoError(t, err)
 	})
 
@@ -117,15 +117,15 @@ func TestTextsBeyondLimitsRefused(t *testing.T) {
 	for name, s := range bad {
 		t.Run(name, func(t *testing.T) {
 			for field, nj := range map[string]jobstate.NewJob{
-				"key":         {Machine: "docs", Key: s},
-				"owner":       {Machine: "docs", Owner: s},
-				"fingerprint": {Machine: "docs", Key: "k", Fingerprint: s},
-				"actor":       {Machine: "docs", Actor: s},
+				"key":         {Machine: "queue", Key: s},
+				"owner":       {Machine: "queue", Owner: s},
+				"fingerprint": {Machine: "queue", Key: "k", Fingerprint: s},
+				"actor":       {Machine: "queue", Actor: s},
 			} {
 				_, err := eng.Create(ctx, nj)
 				assert.ErrorIs(t, err, jobstate.ErrInvalidArgument, field)
 			}
-			c, err := eng.Create(ctx, jobstate.NewJob{Machine: "docs"})
+			c, err := eng.Create(ctx, jobstate.NewJob{Machine: "queue"})
 			require.NoError(t, err)
 			_, err = eng.Fire(ctx, c.Job.ID, m.Submit, jobstate.Call{Actor: s})
 			assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
@@ -134,7 +134,7 @@ func TestTextsBeyondLimitsRefused(t *testing.T) {
 			got, err := eng.Get(ctx, c.Job.ID)
 			require.NoError(t, err)
 			assert.Equal(t, c.Job.Version, got.Version, "a refused call wrote")
-			_, err = eng.Claim(ctx, jobstate.ClaimRequest{Machine: "docs", Worker: s})
+			_, err = eng.Claim(ctx, jobstate.ClaimRequest{Machine: "queue", Worker: s})
 			assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 			_, err = eng.RecoverWorker(ctx, s)
 			assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
@@ -145,10 +145,10 @@ func TestTextsBeyondLimitsRefused(t *testing.T) {
 		})
 	}
 	t.Run("reason one byte too long", func(t *testing.T) {
-		_, err := eng.Create(ctx, jobstate.NewJob{Machine: "docs", Reason: reason + "r"})
+		_, err := eng.Create(ctx, jobstate.NewJob{Machine: "queue", Reason: reason + "r"})
 		assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 	})
-	counts, err := eng.Counts(ctx, "docs")
+	counts, err := eng.Counts(ctx, "queue")
 	require.NoError(t, err)
 	total := 0
 	for _, n := range counts {
@@ -161,18 +161,18 @@ func TestTextsBeyondLimitsRefused(t *testing.T) {
 // refused beyond MaxNameBytes, with a NUL or with invalid UTF-8.
 func TestDefinitionNamesWithinLimits(t *testing.T) {
 	long := strings.Repeat("n", jobstate.MaxNameBytes+1)
-	spec := m.DocsSpec()
+	spec := m.QueueSpec()
 	spec.Name = long
 	_, err := jobstate.NewDefinition(spec)
 	require.ErrorIs(t, err, jobstate.ErrInvalidDefinition)
 	assert.Contains(t, err.Error(), "machine name is 129 bytes long, above the limit of 128")
 
-	spec = m.DocsSpec()
+	spec = m.QueueSpec()
 	spec.Name = strings.Repeat("n", jobstate.MaxNameBytes)
 	_, err = jobstate.NewDefinition(spec)
 	require.NoError(t, err, "a name at the limit")
 
-	spec = m.DocsSpec()
+	spec = m.QueueSpec()
 	spec.States = append(spec.States, jobstate.StateSpec{Name: "BAD\x00", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed})
 	spec.Rules = append(spec.Rules, jobstate.Rule{From: []jobstate.State{m.Queued}, Event: "bad\xff", To: "BAD\x00"})
 	_, err = jobstate.NewDefinition(spec)
@@ -186,7 +186,7 @@ func TestDefinitionNamesWithinLimits(t *testing.T) {
 // but whose policy allows no retry is refused with what to write; a
 // backoff set with MaxRetries 0 says "no retries" on purpose.
 func TestZeroRetryPolicyWithRetryRuleRefused(t *testing.T) {
-	spec := m.DocsSpec()
+	spec := m.QueueSpec()
 	spec.Policy.Retry = jobstate.RetryPolicy{}
 	_, err := jobstate.NewDefinition(spec)
 	var de *jobstate.DefinitionError
@@ -204,13 +204,13 @@ func TestZeroRetryPolicyWithRetryRuleRefused(t *testing.T) {
 // allow names the missing rule.
 func TestCancelWithoutRuleSaysSo(t *testing.T) {
 	ctx := context.Background()
-	eng, err := jobstate.New(memstore.New(), jobstate.WithMachines(m.Docs()))
+	eng, err := jobstate.New(memstore.New(), jobstate.WithMachines(m.Queue()))
 	require.NoError(t, err)
-	c, err := eng.Create(ctx, jobstate.NewJob{Machine: "docs"})
+	c, err := eng.Create(ctx, jobstate.NewJob{Machine: "queue"})
 	require.NoError(t, err)
 	_, err = eng.Cancel(ctx, c.Job.ID, jobstate.Call{})
 	require.ErrorIs(t, err, jobstate.ErrInvalidTransition)
-	assert.Contains(t, err.Error(), `machine "docs" has no cancel rule from state "CREATED"`)
+	assert.Contains(t, err.Error(), `machine "queue" has no cancel rule from state "CREATED"`)
 }
 
 // TestCountsAndListRefuseUnknowns: Counts of an unregistered machine is
@@ -219,15 +219,15 @@ func TestCancelWithoutRuleSaysSo(t *testing.T) {
 // ErrInvalidArgument rather than an empty page.
 func TestCountsAndListRefuseUnknowns(t *testing.T) {
 	ctx := context.Background()
-	eng, err := jobstate.New(memstore.New(), jobstate.WithMachines(m.Docs()))
+	eng, err := jobstate.New(memstore.New(), jobstate.WithMachines(m.Queue()))
 	require.NoError(t, err)
 	_, err = eng.Counts(ctx, "nope")
 	assert.ErrorIs(t, err, jobstate.ErrUnknownMachine)
 	_, err = eng.List(ctx, jobstate.ListQuery{Machine: "nope"}, "")
 	assert.ErrorIs(t, err, jobstate.ErrUnknownMachine)
-	_, err = eng.List(ctx, jobstate.ListQuery{Machine: "docs", States: []jobstate.State{"QUEUED", "PAUSED"}}, "")
+	_, err = eng.List(ctx, jobstate.ListQuery{Machine: "queue", States: []jobstate.State{"QUEUED", "PAUSED"}}, "")
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
-	assert.Contains(t, err.Error(), `machine "docs" has no state "PAUSED"`)
+	assert.Contains(t, err.Error(), `machine "queue" has no state "PAUSED"`)
 	_, err = eng.List(ctx, jobstate.ListQuery{States: []jobstate.State{"PAUSED"}}, "")
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 	_, err = eng.List(ctx, jobstate.ListQuery{States: []jobstate.State{"QUEUED"}}, "")

@@ -31,7 +31,7 @@ type textsRun struct {
 }
 
 func newTextsRun(t *testing.T, newStore NewStore) *textsRun {
-	return &textsRun{f: newFixture(t, newStore, nil, m.DocsSpec()), used: make(map[string]bool)}
+	return &textsRun{f: newFixture(t, newStore, nil, m.QueueSpec()), used: make(map[string]bool)}
 }
 
 // total counts the jobs of the store, or returns -1 when the store does
@@ -41,7 +41,7 @@ func (r *textsRun) total(rt *rapid.T) int {
 	if !ok {
 		return -1
 	}
-	counts, err := counter.Count(r.f.ctx, "docs")
+	counts, err := counter.Count(r.f.ctx, "queue")
 	if err != nil {
 		rt.Fatalf("count: %v", err)
 	}
@@ -57,7 +57,7 @@ func (r *textsRun) check(rt *rapid.T) {
 	f, used, total := r.f, r.used, r.total
 	ctx := f.ctx
 	nj := jobstate.NewJob{
-		Machine:     "docs",
+		Machine:     "queue",
 		Key:         drawText(rt, "key", jobstate.MaxKeyBytes),
 		Fingerprint: drawText(rt, "fingerprint", jobstate.MaxKeyBytes),
 		Owner:       drawText(rt, "owner", jobstate.MaxKeyBytes),
@@ -123,13 +123,13 @@ func (r *textsRun) check(rt *rapid.T) {
 
 	// A worker's name.
 	worker := drawText(rt, "worker", jobstate.MaxKeyBytes)
-	claimed, err := f.eng.ClaimJob(ctx, job.ID, jobstate.ClaimRequest{Machine: "docs", Worker: worker})
+	claimed, err := f.eng.ClaimJob(ctx, job.ID, jobstate.ClaimRequest{Machine: "queue", Worker: worker})
 	if worker == "" || !fits(worker, jobstate.MaxKeyBytes) {
 		if !errors.Is(err, jobstate.ErrInvalidArgument) {
 			rt.Fatalf("claim by worker %q: got %v, want ErrInvalidArgument", short(worker), err)
 		}
 		worker = "w"
-		if claimed, err = f.eng.ClaimJob(ctx, job.ID, jobstate.ClaimRequest{Machine: "docs", Worker: worker}); err != nil {
+		if claimed, err = f.eng.ClaimJob(ctx, job.ID, jobstate.ClaimRequest{Machine: "queue", Worker: worker}); err != nil {
 			rt.Fatalf("claim: %v", err)
 		}
 	} else if err != nil {
@@ -169,7 +169,7 @@ func (r *textsRun) check(rt *rapid.T) {
 	// A listing's filters.
 	if l, ok := f.store.(jobstate.Lister); ok && l != nil {
 		owner := drawText(rt, "list owner", jobstate.MaxKeyBytes)
-		_, err := f.eng.List(ctx, jobstate.ListQuery{Machine: "docs", Owner: owner}, "")
+		_, err := f.eng.List(ctx, jobstate.ListQuery{Machine: "queue", Owner: owner}, "")
 		if fits(owner, jobstate.MaxKeyBytes) != (err == nil) {
 			rt.Fatalf("list by owner %q: %v", short(owner), err)
 		}

@@ -14,7 +14,7 @@ func TestDiagramUpdateThenCheck(t *testing.T) {
 	if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	def := m.Docs()
+	def := m.Queue()
 	var stale testing.T
 	ft := &fakeT{T: &stale}
 	Diagram(ft, path, def, false)
