@@ -10,8 +10,8 @@
 // both the engine's clock and the worker's timer source.
 //
 //	e := jobstatetest.New(t, jobstate.WithMachines(def))
-//	job := e.Create(jobstate.NewJob{Machine: "docs"})
-//	e.Run("docs", handler)
+//	job := e.Create(jobstate.NewJob{Machine: "queue"})
+//	e.Run("queue", handler)
 //	e.AssertState(job.ID, "SUCCEEDED")
 //
 // To test a handler whose effect writes in the store's transaction on

@@ -23,10 +23,10 @@ func (printer) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, ar
 // pass on the manual clock, and the assertions check the outcome. In a
 // test, pass t instead of printer{}.
 func Example() {
-	e := jobstatetest.New(printer{}, jobstate.WithMachines(docsMachine()))
+	e := jobstatetest.New(printer{}, jobstate.WithMachines(queueMachine()))
 	var ledger jobstatetest.Ledger
-	job := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("scan.tiff")})
-	w := e.Worker(worker.Handle("docs", worker.HandlerFunc(func(ctx context.Context, t *worker.Task) (jobstate.CommitInput, error) {
+	job := e.Create(jobstate.NewJob{Machine: "queue", Payload: []byte("scan.tiff")})
+	w := e.Worker(worker.Handle("queue", worker.HandlerFunc(func(ctx context.Context, t *worker.Task) (jobstate.CommitInput, error) {
 		if t.Lease().Token == 1 {
 			return jobstate.CommitInput{}, errors.New("timeout")
 		}
@@ -43,16 +43,16 @@ func Example() {
 
 // A failing assertion says what it expected and shows the job.
 func ExampleEnv_AssertState() {
-	e := jobstatetest.New(printer{}, jobstate.WithMachines(docsMachine()))
-	job := e.Create(jobstate.NewJob{Machine: "docs"})
-	e.Run("docs", worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
+	e := jobstatetest.New(printer{}, jobstate.WithMachines(queueMachine()))
+	job := e.Create(jobstate.NewJob{Machine: "queue"})
+	e.Run("queue", worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
 		return jobstate.CommitInput{}, jobstate.Permanent(errors.New("unsupported format"))
 	}))
 	e.AssertState(job.ID, "SUCCEEDED")
 	// Output is like this (the ids vary):
 	//
 	// FAIL: job 0195...: state FAILED, want SUCCEEDED
-	//   job 0195... on "docs": FAILED, attempt 1, 0 retries, last error (permanent) "unsupported format"
+	//   job 0195... on "queue": FAILED, attempt 1, 0 retries, last error (permanent) "unsupported format"
 	//   history:
 	//     v1   00:00:00.000  - --create--> QUEUED
 	//     v2   00:00:00.000  QUEUED --claim--> RUNNING  by test-worker
@@ -67,9 +67,9 @@ func ExampleEnv_AssertState() {
 // instants of the Env's clock.
 func ExampleNewWithStore() {
 	store := memstore.New()
-	e := jobstatetest.NewWithStore(printer{}, store, jobstate.WithMachines(docsMachine()))
-	job := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("invoice.pdf")})
-	fmt.Println("jobs run:", e.Run("docs", worker.HandlerFunc(func(ctx context.Context, t *worker.Task) (jobstate.CommitInput, error) {
+	e := jobstatetest.NewWithStore(printer{}, store, jobstate.WithMachines(queueMachine()))
+	job := e.Create(jobstate.NewJob{Machine: "queue", Payload: []byte("invoice.pdf")})
+	fmt.Println("jobs run:", e.Run("queue", worker.HandlerFunc(func(ctx context.Context, t *worker.Task) (jobstate.CommitInput, error) {
 		return jobstate.CommitInput{Result: []byte("processed")}, nil
 	})))
 	e.AssertHistory(job.ID, "create", "claim", "succeed")

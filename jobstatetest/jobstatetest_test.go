@@ -39,15 +39,15 @@ func TestEnvOnAnyStore(t *testing.T) {
 // the test, and its Store field is left nil.
 func TestNewWithStore(t *testing.T) {
 	store := memstore.New()
-	e := jobstatetest.NewWithStore(t, store, jobstate.WithMachines(docsMachine()))
+	e := jobstatetest.NewWithStore(t, store, jobstate.WithMachines(queueMachine()))
 	if e.Store != nil {
 		t.Error("Env.Store is set on a store NewWithStore was given")
 	}
 	if e.Engine.Store() != jobstate.Store(store) {
 		t.Error("the engine does not run on the store given")
 	}
-	job := e.Create(jobstate.NewJob{Machine: "docs"})
-	e.Run("docs", worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
+	job := e.Create(jobstate.NewJob{Machine: "queue"})
+	e.Run("queue", worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
 		return jobstate.CommitInput{}, nil
 	}))
 	got, err := store.Get(context.Background(), job.ID)
@@ -57,7 +57,7 @@ func TestNewWithStore(t *testing.T) {
 	if got.State != "SUCCEEDED" || !got.CompletedAt.Equal(jobstatetest.Epoch) {
 		t.Errorf("the store holds the job %s, completed at %s; want SUCCEEDED at the Env's clock", got.State, got.CompletedAt)
 	}
-	if m := jobstatetest.New(t, jobstate.WithMachines(docsMachine())); m.Store == nil || m.Engine.Store() != jobstate.Store(m.Store) {
+	if m := jobstatetest.New(t, jobstate.WithMachines(queueMachine())); m.Store == nil || m.Engine.Store() != jobstate.Store(m.Store) {
 		t.Error("New's Env.Store is not its engine's memstore")
 	}
 	r := &recorder{}

@@ -11,10 +11,10 @@ import (
 	"github.com/jobstate/jobstate/worker"
 )
 
-// docsMachine is the README's "docs" machine.
-func docsMachine() *jobstate.Definition {
+// queueMachine is the README's "queue" machine.
+func queueMachine() *jobstate.Definition {
 	def, err := jobstate.NewDefinition(jobstate.Spec{
-		Name: "docs",
+		Name: "queue",
 		States: []jobstate.StateSpec{
 			{Name: "QUEUED", Kind: jobstate.KindReady},
 			{Name: "RUNNING", Kind: jobstate.KindActive},
@@ -40,15 +40,15 @@ func docsMachine() *jobstate.Definition {
 	return def
 }
 
-// TestReadmeDocsMachine tests the README's machine with its worker: a
+// TestReadmeQueueMachine tests the README's machine with its worker: a
 // success, a retry after a timeout, a permanent failure.
-func TestReadmeDocsMachine(t *testing.T) {
-	e := jobstatetest.New(t, jobstate.WithMachines(docsMachine()))
+func TestReadmeQueueMachine(t *testing.T) {
+	e := jobstatetest.New(t, jobstate.WithMachines(queueMachine()))
 	var stored jobstatetest.Ledger
-	invoice := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("invoice.pdf")})
-	scan := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("scan.tiff")})
-	broken := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("broken.doc")})
-	w := e.Worker(worker.Handle("docs", worker.HandlerFunc(func(ctx context.Context, tk *worker.Task) (jobstate.CommitInput, error) {
+	invoice := e.Create(jobstate.NewJob{Machine: "queue", Payload: []byte("invoice.pdf")})
+	scan := e.Create(jobstate.NewJob{Machine: "queue", Payload: []byte("scan.tiff")})
+	broken := e.Create(jobstate.NewJob{Machine: "queue", Payload: []byte("broken.doc")})
+	w := e.Worker(worker.Handle("queue", worker.HandlerFunc(func(ctx context.Context, tk *worker.Task) (jobstate.CommitInput, error) {
 		switch doc := string(tk.Job().Payload); {
 		case doc == "broken.doc":
 			return jobstate.CommitInput{}, jobstate.Permanent(errors.New("unsupported format"))
@@ -68,12 +68,12 @@ func TestReadmeDocsMachine(t *testing.T) {
 	}
 }
 
-// TestReadmeDocsMachineCancels: the README's machine cancels a queued job,
+// TestReadmeQueueMachineCancels: the README's machine cancels a queued job,
 // and refuses to cancel a job that has ended.
-func TestReadmeDocsMachineCancels(t *testing.T) {
-	e := jobstatetest.New(t, jobstate.WithMachines(docsMachine()))
+func TestReadmeQueueMachineCancels(t *testing.T) {
+	e := jobstatetest.New(t, jobstate.WithMachines(queueMachine()))
 	ctx := context.Background()
-	job := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("draft.doc")})
+	job := e.Create(jobstate.NewJob{Machine: "queue", Payload: []byte("draft.doc")})
 	if _, err := e.Engine.Cancel(ctx, job.ID, jobstate.Call{Actor: "user-7", Reason: "withdrawn"}); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}

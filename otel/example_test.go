@@ -34,7 +34,7 @@ func Example() {
 		panic(err)
 	}
 	def, err := jobstate.NewDefinition(jobstate.Spec{
-		Name: "docs",
+		Name: "queue",
 		States: []jobstate.StateSpec{
 			{Name: "QUEUED", Kind: jobstate.KindReady},
 			{Name: "RUNNING", Kind: jobstate.KindActive},
@@ -55,7 +55,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	reg, err := tel.ObserveCounts(eng, "docs")
+	reg, err := tel.ObserveCounts(eng, "queue")
 	if err != nil {
 		panic(err)
 	}
@@ -67,12 +67,12 @@ func Example() {
 		}
 		return jobstate.CommitInput{Result: []byte("text")}, nil
 	})
-	w, err := worker.New(eng, worker.WithName("docs-worker-1"), worker.Handle("docs", tel.WrapHandler(process), 1))
+	w, err := worker.New(eng, worker.WithName("queue-worker-1"), worker.Handle("queue", tel.WrapHandler(process), 1))
 	if err != nil {
 		panic(err)
 	}
 	for _, p := range []string{"scan.tiff", "corrupt.pdf"} {
-		if _, err := eng.Create(ctx, jobstate.NewJob{Machine: "docs", Payload: []byte(p)}); err != nil {
+		if _, err := eng.Create(ctx, jobstate.NewJob{Machine: "queue", Payload: []byte(p)}); err != nil {
 			panic(err)
 		}
 	}
@@ -107,15 +107,15 @@ func Example() {
 		fmt.Println(l)
 	}
 	// Output:
-	// jobstate.jobs jobstate.machine=docs,jobstate.state=FAILED,jobstate.state.kind=terminal = 1
-	// jobstate.jobs jobstate.machine=docs,jobstate.state=SUCCEEDED,jobstate.state.kind=terminal = 1
-	// jobstate.queue.duration jobstate.machine=docs: 2 recorded
-	// jobstate.transitions jobstate.event=claim,jobstate.machine=docs,jobstate.state=RUNNING = 2
-	// jobstate.transitions jobstate.event=create,jobstate.machine=docs,jobstate.state=QUEUED = 2
-	// jobstate.transitions jobstate.event=fail,jobstate.machine=docs,jobstate.outcome=failed,jobstate.state=FAILED = 1
-	// jobstate.transitions jobstate.event=succeed,jobstate.machine=docs,jobstate.outcome=succeeded,jobstate.state=SUCCEEDED = 1
-	// messaging.process.duration error.type=*errors.errorString,jobstate.machine=docs,jobstate.run.result=error,messaging.destination.name=docs,messaging.operation.name=process,messaging.system=jobstate: 1 recorded
-	// messaging.process.duration jobstate.machine=docs,jobstate.run.result=success,messaging.destination.name=docs,messaging.operation.name=process,messaging.system=jobstate: 1 recorded
-	// span "process docs": Error unreadable
-	// span "process docs": Unset
+	// jobstate.jobs jobstate.machine=queue,jobstate.state=FAILED,jobstate.state.kind=terminal = 1
+	// jobstate.jobs jobstate.machine=queue,jobstate.state=SUCCEEDED,jobstate.state.kind=terminal = 1
+	// jobstate.queue.duration jobstate.machine=queue: 2 recorded
+	// jobstate.transitions jobstate.event=claim,jobstate.machine=queue,jobstate.state=RUNNING = 2
+	// jobstate.transitions jobstate.event=create,jobstate.machine=queue,jobstate.state=QUEUED = 2
+	// jobstate.transitions jobstate.event=fail,jobstate.machine=queue,jobstate.outcome=failed,jobstate.state=FAILED = 1
+	// jobstate.transitions jobstate.event=succeed,jobstate.machine=queue,jobstate.outcome=succeeded,jobstate.state=SUCCEEDED = 1
+	// messaging.process.duration error.type=*errors.errorString,jobstate.machine=queue,jobstate.run.result=error,messaging.destination.name=queue,messaging.operation.name=process,messaging.system=jobstate: 1 recorded
+	// messaging.process.duration jobstate.machine=queue,jobstate.run.result=success,messaging.destination.name=queue,messaging.operation.name=process,messaging.system=jobstate: 1 recorded
+	// span "process queue": Error unreadable
+	// span "process queue": Unset
 }

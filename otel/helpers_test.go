@@ -166,12 +166,12 @@ func eventNames(s sdktrace.ReadOnlySpan) string {
 	return strings.Join(names, ",")
 }
 
-// docsMachine is the README's machine with the retries given and a 1 s
-// fixed backoff.
-func docsMachine(t *testing.T, retries int) *jobstate.Definition {
+// queueMachine is the README's machine without its cancel rule, with the
+// retries given and a 1 s fixed backoff.
+func queueMachine(t *testing.T, retries int) *jobstate.Definition {
 	t.Helper()
 	def, err := jobstate.NewDefinition(jobstate.Spec{
-		Name: "docs",
+		Name: "queue",
 		States: []jobstate.StateSpec{
 			{Name: "QUEUED", Kind: jobstate.KindReady},
 			{Name: "RUNNING", Kind: jobstate.KindActive},

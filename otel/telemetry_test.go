@@ -22,11 +22,11 @@ import (
 )
 
 var (
-	machine  = attribute.String("jobstate.machine", "docs")
+	machine  = attribute.String("jobstate.machine", "queue")
 	msgAttrs = []attribute.KeyValue{
 		attribute.String("messaging.system", "jobstate"),
 		attribute.String("messaging.operation.name", "process"),
-		attribute.String("messaging.destination.name", "docs"),
+		attribute.String("messaging.destination.name", "queue"),
 		machine,
 	}
 )
@@ -53,17 +53,17 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 // it was created, and checks every instrument and the run's span.
 func TestSucceededRun(t *testing.T) {
 	r := newRig(t)
-	e := jobstatetest.New(t, jobstate.WithMachines(docsMachine(t, 3)), jobstate.WithObserver(r.tel.Observer()))
-	reg, err := r.tel.ObserveCounts(e.Engine, "docs")
+	e := jobstatetest.New(t, jobstate.WithMachines(queueMachine(t, 3)), jobstate.WithObserver(r.tel.Observer()))
+	reg, err := r.tel.ObserveCounts(e.Engine, "queue")
 	if err != nil {
 		t.Fatalf("ObserveCounts: %v", err)
 	}
 	defer func() { _ = reg.Unregister() }()
 
-	job := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("scan.tiff")})
+	job := e.Create(jobstate.NewJob{Machine: "queue", Payload: []byte("scan.tiff")})
 	e.Advance(3 * time.Second)
 	var parent trace.SpanContext
-	w := e.Worker(worker.Handle("docs", r.tel.WrapHandler(worker.HandlerFunc(func(ctx context.Context, task *worker.Task) (jobstate.CommitInput, error) {
+	w := e.Worker(worker.Handle("queue", r.tel.WrapHandler(worker.HandlerFunc(func(ctx context.Context, task *worker.Task) (jobstate.CommitInput, error) {
 		parent = trace.SpanContextFromContext(ctx)
 		_, child := r.tp.Tracer("handler").Start(ctx, "ocr")
 		child.End()
@@ -99,9 +99,9 @@ func TestSucceededRun(t *testing.T) {
 	wantJobs[attrs(machine, attribute.String("jobstate.state", "SUCCEEDED"), attribute.String("jobstate.state.kind", "terminal"))] = 1
 	compareSums(t, "jobstate.jobs", jobs, wantJobs)
 
-	spans := r.ended("process docs")
+	spans := r.ended("process queue")
 	if len(spans) != 1 {
-		t.Fatalf("%d spans named %q, want 1 (all: %d)", len(spans), "process docs", len(r.spans.Ended()))
+		t.Fatalf("%d spans named %q, want 1 (all: %d)", len(spans), "process queue", len(r.spans.Ended()))
 	}
 	s := spans[0]
 	if s.SpanKind() != trace.SpanKindConsumer {
@@ -118,7 +118,7 @@ func TestSucceededRun(t *testing.T) {
 	}
 	wantAttrs(t, "run span", spanAttrs(s), map[string]string{
 		"jobstate.job.id":            job.ID.String(),
-		"jobstate.machine":           "docs",
+		"jobstate.machine":           "queue",
 		"jobstate.state":             "RUNNING",
 		"jobstate.attempt":           "1",
 		"jobstate.worker":            jobstatetest.WorkerName,
@@ -126,7 +126,7 @@ func TestSucceededRun(t *testing.T) {
 		"messaging.system":           "jobstate",
 		"messaging.operation.name":   "process",
 		"messaging.operation.type":   "process",
-		"messaging.destination.name": "docs",
+		"messaging.destination.name": "queue",
 		"messaging.message.id":       job.ID.String(),
 		"messaging.client.id":        jobstatetest.WorkerName,
 	})
@@ -161,9 +161,9 @@ func compareSums(t *testing.T, name string, got, want map[string]int64) {
 // backoff (due time = NotBefore).
 func TestFailingRun(t *testing.T) {
 	r := newRig(t)
-	e := jobstatetest.New(t, jobstate.WithMachines(docsMachine(t, 1)), jobstate.WithObserver(r.tel.Observer()))
-	job := e.Create(jobstate.NewJob{Machine: "docs"})
-	w := e.Worker(worker.Handle("docs", r.tel.WrapHandler(worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
+	e := jobstatetest.New(t, jobstate.WithMachines(queueMachine(t, 1)), jobstate.WithObserver(r.tel.Observer()))
+	job := e.Create(jobstate.NewJob{Machine: "queue"})
+	w := e.Worker(worker.Handle("queue", r.tel.WrapHandler(worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
 		return jobstate.CommitInput{}, errors.New("scanner offline")
 	})), 1))
 	e.Drain(w)
@@ -189,7 +189,7 @@ func TestFailingRun(t *testing.T) {
 		t.Errorf("messaging.process.duration = %v, want two failed runs", proc)
 	}
 
-	spans := r.ended("process docs")
+	spans := r.ended("process queue")
 	if len(spans) != 2 {
 		t.Fatalf("%d run spans, want 2", len(spans))
 	}
@@ -214,10 +214,10 @@ func TestFailingRun(t *testing.T) {
 // *worker.PanicError and goes on with the next job.
 func TestPanickingRun(t *testing.T) {
 	r := newRig(t)
-	e := jobstatetest.New(t, jobstate.WithMachines(docsMachine(t, 0)), jobstate.WithObserver(r.tel.Observer()))
-	bad := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("bad")})
-	good := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("good")})
-	w := e.Worker(worker.Handle("docs", r.tel.WrapHandler(worker.HandlerFunc(func(_ context.Context, task *worker.Task) (jobstate.CommitInput, error) {
+	e := jobstatetest.New(t, jobstate.WithMachines(queueMachine(t, 0)), jobstate.WithObserver(r.tel.Observer()))
+	bad := e.Create(jobstate.NewJob{Machine: "queue", Payload: []byte("bad")})
+	good := e.Create(jobstate.NewJob{Machine: "queue", Payload: []byte("good")})
+	w := e.Worker(worker.Handle("queue", r.tel.WrapHandler(worker.HandlerFunc(func(_ context.Context, task *worker.Task) (jobstate.CommitInput, error) {
 		if string(task.Job().Payload) == "bad" {
 			panic("kaboom")
 		}
@@ -244,7 +244,7 @@ func TestPanickingRun(t *testing.T) {
 		transition("succeed", "SUCCEEDED", "succeeded"): 1,
 	})
 
-	for _, s := range r.ended("process docs") {
+	for _, s := range r.ended("process queue") {
 		a := spanAttrs(s)
 		if a["jobstate.job.id"] != bad.ID.String() {
 			if s.Status().Code != codes.Unset {
@@ -268,22 +268,22 @@ func TestPanickingRun(t *testing.T) {
 			t.Errorf("exception event %v: want the panic value, its type and a stack through the handler", ev)
 		}
 	}
-	if len(r.ended("process docs")) != 2 {
-		t.Errorf("%d run spans, want 2", len(r.ended("process docs")))
+	if len(r.ended("process queue")) != 2 {
+		t.Errorf("%d run spans, want 2", len(r.ended("process queue")))
 	}
 }
 
 // TestSnoozedRun: a snooze is not an error.
 func TestSnoozedRun(t *testing.T) {
 	r := newRig(t)
-	e := jobstatetest.New(t, jobstate.WithMachines(docsMachine(t, 0)), jobstate.WithObserver(r.tel.Observer()))
-	job := e.Create(jobstate.NewJob{Machine: "docs"})
-	w := e.Worker(worker.Handle("docs", r.tel.WrapHandler(worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
+	e := jobstatetest.New(t, jobstate.WithMachines(queueMachine(t, 0)), jobstate.WithObserver(r.tel.Observer()))
+	job := e.Create(jobstate.NewJob{Machine: "queue"})
+	w := e.Worker(worker.Handle("queue", r.tel.WrapHandler(worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
 		return jobstate.CommitInput{}, worker.Snooze(time.Minute)
 	})), 1))
 	e.Drain(w)
 	e.AssertState(job.ID, "RETRYING")
-	spans := r.ended("process docs")
+	spans := r.ended("process queue")
 	if len(spans) != 1 || spans[0].Status().Code != codes.Unset || spanAttrs(spans[0])["jobstate.run.result"] != "snooze" {
 		t.Fatalf("spans %v: want one snoozed run with status unset", spans)
 	}
@@ -302,13 +302,13 @@ func (e *scanError) Error() string { return fmt.Sprintf("page %d unreadable", e.
 // error, not of the wrappers around it.
 func TestErrorTypeNamesTheCause(t *testing.T) {
 	r := newRig(t)
-	e := jobstatetest.New(t, jobstate.WithMachines(docsMachine(t, 0)), jobstate.WithObserver(r.tel.Observer()))
-	e.Create(jobstate.NewJob{Machine: "docs"})
-	e.Run("docs", r.tel.WrapHandler(worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
+	e := jobstatetest.New(t, jobstate.WithMachines(queueMachine(t, 0)), jobstate.WithObserver(r.tel.Observer()))
+	e.Create(jobstate.NewJob{Machine: "queue"})
+	e.Run("queue", r.tel.WrapHandler(worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
 		return jobstate.CommitInput{}, fmt.Errorf("ocr: %w", jobstate.Permanent(&scanError{page: 3}))
 	})))
 	const want = "*jobstateotel_test.scanError"
-	spans := r.ended("process docs")
+	spans := r.ended("process queue")
 	if len(spans) != 1 || spanAttrs(spans[0])["error.type"] != want || spans[0].Status().Description != "ocr: page 3 unreadable" {
 		t.Fatalf("spans %v: want one with error.type %s", spans, want)
 	}
@@ -322,9 +322,9 @@ func TestErrorTypeNamesTheCause(t *testing.T) {
 // the transitions made in a context with a span are events of that span.
 func TestRunSpanLinksAmbientSpan(t *testing.T) {
 	r := newRig(t)
-	e := jobstatetest.New(t, jobstate.WithMachines(docsMachine(t, 0)), jobstate.WithObserver(r.tel.Observer()))
+	e := jobstatetest.New(t, jobstate.WithMachines(queueMachine(t, 0)), jobstate.WithObserver(r.tel.Observer()))
 	ctx, request := r.tp.Tracer("test").Start(context.Background(), "request")
-	c, err := e.Engine.Create(ctx, jobstate.NewJob{Machine: "docs"})
+	c, err := e.Engine.Create(ctx, jobstate.NewJob{Machine: "queue"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,18 +339,18 @@ func TestRunSpanLinksAmbientSpan(t *testing.T) {
 	}
 	wantAttrs(t, "create event", got, map[string]string{
 		"jobstate.job.id": c.Job.ID.String(), "jobstate.event": "create", "jobstate.state": "QUEUED",
-		"jobstate.machine": "docs", "jobstate.version": "1",
+		"jobstate.machine": "queue", "jobstate.version": "1",
 	})
 
 	ctx, drain := r.tp.Tracer("test").Start(context.Background(), "drain")
-	w := e.Worker(worker.Handle("docs", r.tel.WrapHandler(worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
+	w := e.Worker(worker.Handle("queue", r.tel.WrapHandler(worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
 		return jobstate.CommitInput{}, nil
 	})), 1))
 	if _, err := w.Drain(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
 	drain.End()
-	s := r.ended("process docs")[0]
+	s := r.ended("process queue")[0]
 	if s.Parent().IsValid() || s.SpanContext().TraceID() == drain.SpanContext().TraceID() {
 		t.Errorf("the run's span is in the worker context's trace; want a new root")
 	}
@@ -363,7 +363,7 @@ func TestRunSpanLinksAmbientSpan(t *testing.T) {
 // Task with its context is an event of the run's span.
 func TestAdvanceIsAnEventOfTheRunSpan(t *testing.T) {
 	def, err := jobstate.NewDefinition(jobstate.Spec{
-		Name: "docs",
+		Name: "queue",
 		States: []jobstate.StateSpec{
 			{Name: "QUEUED", Kind: jobstate.KindReady},
 			{Name: "RUNNING", Kind: jobstate.KindActive},
@@ -384,15 +384,15 @@ func TestAdvanceIsAnEventOfTheRunSpan(t *testing.T) {
 	}
 	r := newRig(t)
 	e := jobstatetest.New(t, jobstate.WithMachines(def), jobstate.WithObserver(r.tel.Observer()))
-	job := e.Create(jobstate.NewJob{Machine: "docs"})
-	e.Run("docs", r.tel.WrapHandler(worker.HandlerFunc(func(ctx context.Context, task *worker.Task) (jobstate.CommitInput, error) {
+	job := e.Create(jobstate.NewJob{Machine: "queue"})
+	e.Run("queue", r.tel.WrapHandler(worker.HandlerFunc(func(ctx context.Context, task *worker.Task) (jobstate.CommitInput, error) {
 		if _, err := task.Advance(ctx, "ocr", jobstate.Call{}); err != nil {
 			return jobstate.CommitInput{}, err
 		}
 		return jobstate.CommitInput{}, nil
 	})))
 	e.AssertHistory(job.ID, "create", "claim", "ocr", "succeed")
-	s := r.ended("process docs")[0]
+	s := r.ended("process queue")[0]
 	if got := eventNames(s); got != jobstateotel.SpanEventTransition {
 		t.Fatalf("run span events %q, want one transition", got)
 	}
@@ -412,9 +412,9 @@ func TestAdvanceIsAnEventOfTheRunSpan(t *testing.T) {
 // TestWithoutSpanEvents: WithSpanEvents(false) leaves callers' spans alone.
 func TestWithoutSpanEvents(t *testing.T) {
 	r := newRig(t, jobstateotel.WithSpanEvents(false))
-	e := jobstatetest.New(t, jobstate.WithMachines(docsMachine(t, 0)), jobstate.WithObserver(r.tel.Observer()))
+	e := jobstatetest.New(t, jobstate.WithMachines(queueMachine(t, 0)), jobstate.WithObserver(r.tel.Observer()))
 	ctx, span := r.tp.Tracer("test").Start(context.Background(), "request")
-	if _, err := e.Engine.Create(ctx, jobstate.NewJob{Machine: "docs"}); err != nil {
+	if _, err := e.Engine.Create(ctx, jobstate.NewJob{Machine: "queue"}); err != nil {
 		t.Fatal(err)
 	}
 	span.End()
@@ -443,19 +443,19 @@ func (brokenCounter) Count(context.Context, string) (map[jobstate.State]int, err
 // no jobs per state and no error; the other instruments work.
 func TestCountsUnsupported(t *testing.T) {
 	r := newRig(t)
-	eng, err := jobstate.New(plainStore{memstore.New()}, jobstate.WithMachines(docsMachine(t, 0)), jobstate.WithObserver(r.tel.Observer()))
+	eng, err := jobstate.New(plainStore{memstore.New()}, jobstate.WithMachines(queueMachine(t, 0)), jobstate.WithObserver(r.tel.Observer()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eng.Counts(context.Background(), "docs"); !errors.Is(err, jobstate.ErrUnsupported) {
+	if _, err := eng.Counts(context.Background(), "queue"); !errors.Is(err, jobstate.ErrUnsupported) {
 		t.Fatalf("Counts: %v, want ErrUnsupported (the wrapper must hide Counter)", err)
 	}
-	reg, err := r.tel.ObserveCounts(eng, "docs")
+	reg, err := r.tel.ObserveCounts(eng, "queue")
 	if err != nil {
 		t.Fatalf("ObserveCounts: %v", err)
 	}
 	defer func() { _ = reg.Unregister() }()
-	if _, err := eng.Create(context.Background(), jobstate.NewJob{Machine: "docs"}); err != nil {
+	if _, err := eng.Create(context.Background(), jobstate.NewJob{Machine: "queue"}); err != nil {
 		t.Fatal(err)
 	}
 	rm := r.collect()
@@ -470,15 +470,15 @@ func TestCountsUnsupported(t *testing.T) {
 // TestCountsError: a failing Count is the collection's error, wrapped.
 func TestCountsError(t *testing.T) {
 	r := newRig(t)
-	eng, err := jobstate.New(brokenCounter{memstore.New()}, jobstate.WithMachines(docsMachine(t, 0)))
+	eng, err := jobstate.New(brokenCounter{memstore.New()}, jobstate.WithMachines(queueMachine(t, 0)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.tel.ObserveCounts(eng, "docs"); err != nil {
+	if _, err := r.tel.ObserveCounts(eng, "queue"); err != nil {
 		t.Fatalf("ObserveCounts: %v", err)
 	}
 	err = collectErr(r)
-	if err == nil || !strings.Contains(err.Error(), `count the jobs of machine "docs": `+errCount.Error()) {
+	if err == nil || !strings.Contains(err.Error(), `count the jobs of machine "queue": `+errCount.Error()) {
 		t.Errorf("collect: %v, want the store's error naming the machine", err)
 	}
 }
@@ -487,24 +487,24 @@ func TestCountsError(t *testing.T) {
 // stops the reports.
 func TestObserveCountsArguments(t *testing.T) {
 	r := newRig(t)
-	e := jobstatetest.New(t, jobstate.WithMachines(docsMachine(t, 0)))
-	if _, err := r.tel.ObserveCounts(nil, "docs"); !errors.Is(err, jobstate.ErrInvalidArgument) {
+	e := jobstatetest.New(t, jobstate.WithMachines(queueMachine(t, 0)))
+	if _, err := r.tel.ObserveCounts(nil, "queue"); !errors.Is(err, jobstate.ErrInvalidArgument) {
 		t.Errorf("nil engine: %v, want ErrInvalidArgument", err)
 	}
-	if _, err := r.tel.ObserveCounts(&jobstate.Engine{}, "docs"); !errors.Is(err, jobstate.ErrInvalidArgument) {
+	if _, err := r.tel.ObserveCounts(&jobstate.Engine{}, "queue"); !errors.Is(err, jobstate.ErrInvalidArgument) {
 		t.Errorf("zero engine: %v, want ErrInvalidArgument", err)
 	}
 	if _, err := r.tel.ObserveCounts(e.Engine); !errors.Is(err, jobstate.ErrInvalidArgument) {
 		t.Errorf("no machine: %v, want ErrInvalidArgument", err)
 	}
-	if _, err := r.tel.ObserveCounts(e.Engine, "docs", "thumbs"); !errors.Is(err, jobstate.ErrUnknownMachine) || !strings.Contains(err.Error(), `"thumbs"`) {
+	if _, err := r.tel.ObserveCounts(e.Engine, "queue", "thumbs"); !errors.Is(err, jobstate.ErrUnknownMachine) || !strings.Contains(err.Error(), `"thumbs"`) {
 		t.Errorf("unknown machine: %v, want ErrUnknownMachine naming it", err)
 	}
-	reg, err := r.tel.ObserveCounts(e.Engine, "docs", "docs")
+	reg, err := r.tel.ObserveCounts(e.Engine, "queue", "queue")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Create(jobstate.NewJob{Machine: "docs"})
+	e.Create(jobstate.NewJob{Machine: "queue"})
 	queued := attrs(machine, attribute.String("jobstate.state", "QUEUED"), attribute.String("jobstate.state.kind", "ready"))
 	if got := r.sums(r.collect(), "jobstate.jobs", false); got[queued] != 1 || len(got) != 5 {
 		t.Errorf("jobstate.jobs = %v, want one QUEUED job among 5 states (a machine named twice counted once)", got)
@@ -534,12 +534,12 @@ func TestNewOptions(t *testing.T) {
 		t.Fatalf("New with the global providers: %v", err)
 	}
 	// The global providers are no-ops until set: everything must still work.
-	e := jobstatetest.New(t, jobstate.WithMachines(docsMachine(t, 0)), jobstate.WithObserver(tel.Observer()))
-	if _, err := tel.ObserveCounts(e.Engine, "docs"); err != nil {
+	e := jobstatetest.New(t, jobstate.WithMachines(queueMachine(t, 0)), jobstate.WithObserver(tel.Observer()))
+	if _, err := tel.ObserveCounts(e.Engine, "queue"); err != nil {
 		t.Fatal(err)
 	}
-	job := e.Create(jobstate.NewJob{Machine: "docs"})
-	e.Run("docs", tel.WrapHandler(worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
+	job := e.Create(jobstate.NewJob{Machine: "queue"})
+	e.Run("queue", tel.WrapHandler(worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
 		return jobstate.CommitInput{}, nil
 	})))
 	e.AssertState(job.ID, "SUCCEEDED")

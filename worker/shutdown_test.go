@@ -166,11 +166,11 @@ func TestShutdownIdle(t *testing.T) {
 // waiting state gets its job back as ready too: the stopping worker
 // sweeps after giving leases back.
 func TestShutdownToWaitingState(t *testing.T) {
-	def := docsLikeMachine(t)
+	def := queueMachine(t)
 	e := jobstatetest.New(t, jobstate.WithMachines(def))
-	job := e.Create(jobstate.NewJob{Machine: "docs"})
+	job := e.Create(jobstate.NewJob{Machine: "queue"})
 	h := newBlocking()
-	w := e.Worker(quiet(worker.Handle("docs", h, 1), worker.WithGracePeriod(0))...)
+	w := e.Worker(quiet(worker.Handle("queue", h, 1), worker.WithGracePeriod(0))...)
 	errc := runWorker(context.Background(), w)
 	recv(t, h.started)
 	w.Stop()

@@ -163,15 +163,15 @@ func TestRunSweeps(t *testing.T) {
 			retried <- struct{}{}
 		}
 	})
-	e := jobstatetest.New(t, jobstate.WithMachines(docsLikeMachine(t)), obs, onRetry)
-	job := e.Create(jobstate.NewJob{Machine: "docs"})
+	e := jobstatetest.New(t, jobstate.WithMachines(queueMachine(t)), obs, onRetry)
+	job := e.Create(jobstate.NewJob{Machine: "queue"})
 	h := worker.HandlerFunc(func(ctx context.Context, tk *worker.Task) (jobstate.CommitInput, error) {
 		if tk.Lease().Token == 1 {
 			return jobstate.CommitInput{}, errors.New("timeout")
 		}
 		return ok()
 	})
-	w := e.Worker(worker.Handle("docs", h, 1), worker.WithPollInterval(time.Hour), worker.WithSweepInterval(time.Second), worker.WithJitter(0))
+	w := e.Worker(worker.Handle("queue", h, 1), worker.WithPollInterval(time.Hour), worker.WithSweepInterval(time.Second), worker.WithJitter(0))
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := runWorker(ctx, w)
 	recv(t, retried)
@@ -201,11 +201,12 @@ func TestDrainLimit(t *testing.T) {
 	assert.Equal(t, 2, n, "the rest, on the next drain")
 }
 
-// docsLikeMachine is the README's machine: retries wait in RETRYING.
-func docsLikeMachine(t testing.TB) *jobstate.Definition {
+// queueMachine is the README's machine without its cancel rule: retries
+// wait in RETRYING.
+func queueMachine(t testing.TB) *jobstate.Definition {
 	t.Helper()
 	def, err := jobstate.NewDefinition(jobstate.Spec{
-		Name: "docs",
+		Name: "queue",
 		States: []jobstate.StateSpec{
 			{Name: "QUEUED", Kind: jobstate.KindReady},
 			{Name: "RUNNING", Kind: jobstate.KindActive},

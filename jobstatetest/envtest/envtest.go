@@ -38,12 +38,12 @@ type NewEnv func(t testing.TB, opts ...jobstate.Option) *jobstatetest.Env
 // Backoff is the delay before the retry of the checks' machine.
 const Backoff = time.Second
 
-// Machine is the machine the checks run: "docs", QUEUED → RUNNING →
+// Machine is the machine the checks run: "queue", QUEUED → RUNNING →
 // SUCCEEDED or FAILED, with up to 3 retries through RETRYING after a
 // fixed Backoff.
 func Machine() *jobstate.Definition {
 	def, err := jobstate.NewDefinition(jobstate.Spec{
-		Name: "docs",
+		Name: "queue",
 		States: []jobstate.StateSpec{
 			{Name: "QUEUED", Kind: jobstate.KindReady},
 			{Name: "RUNNING", Kind: jobstate.KindActive},
@@ -86,7 +86,7 @@ func Run(t *testing.T, newEnv NewEnv) {
 	}
 }
 
-func docsEnv(t *testing.T, newEnv NewEnv) *jobstatetest.Env {
+func queueEnv(t *testing.T, newEnv NewEnv) *jobstatetest.Env {
 	t.Helper()
 	e := newEnv(t, jobstate.WithMachines(Machine()))
 	if e == nil || e.Engine == nil || e.Clock == nil {
@@ -105,19 +105,19 @@ func ok(ctx context.Context, tk *worker.Task) (jobstate.CommitInput, error) {
 // testCommitsOnce: Run runs the due jobs once each, commits their result
 // and effect, and leaves nothing due.
 func testCommitsOnce(t *testing.T, newEnv NewEnv) {
-	e := docsEnv(t, newEnv)
+	e := queueEnv(t, newEnv)
 	var ledger jobstatetest.Ledger
-	a := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("a.pdf")})
-	b := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("b.pdf")})
+	a := e.Create(jobstate.NewJob{Machine: "queue", Payload: []byte("a.pdf")})
+	b := e.Create(jobstate.NewJob{Machine: "queue", Payload: []byte("b.pdf")})
 	h := worker.HandlerFunc(func(ctx context.Context, tk *worker.Task) (jobstate.CommitInput, error) {
 		in, err := ok(ctx, tk)
 		in.Effect = ledger.Effect
 		return in, err
 	})
-	if n := e.Run("docs", h); n != 2 {
+	if n := e.Run("queue", h); n != 2 {
 		t.Errorf("ran %d jobs, want 2", n)
 	}
-	if n := e.Run("docs", h); n != 0 {
+	if n := e.Run("queue", h); n != 0 {
 		t.Errorf("ran %d jobs again, want 0", n)
 	}
 	for _, j := range []jobstate.Job{a, b} {
@@ -135,15 +135,15 @@ func testCommitsOnce(t *testing.T, newEnv NewEnv) {
 // testRetries: a failed execution is retried when, and only when, the
 // clock has passed the backoff; every record carries the clock's time.
 func testRetries(t *testing.T, newEnv NewEnv) {
-	e := docsEnv(t, newEnv)
-	job := e.Create(jobstate.NewJob{Machine: "docs", Payload: []byte("scan.tiff")})
+	e := queueEnv(t, newEnv)
+	job := e.Create(jobstate.NewJob{Machine: "queue", Payload: []byte("scan.tiff")})
 	h := worker.HandlerFunc(func(ctx context.Context, tk *worker.Task) (jobstate.CommitInput, error) {
 		if tk.Lease().Token == 1 {
 			return jobstate.CommitInput{}, errors.New("timeout")
 		}
 		return ok(ctx, tk)
 	})
-	if n := e.Run("docs", h); n != 1 {
+	if n := e.Run("queue", h); n != 1 {
 		t.Fatalf("ran %d jobs, want 1", n)
 	}
 	e.AssertState(job.ID, "RETRYING")
@@ -151,12 +151,12 @@ func testRetries(t *testing.T, newEnv NewEnv) {
 		t.Errorf("after the failure: %d retries, last error %q; want 1 and the handler's error", j.RetryCount, j.LastError)
 	}
 	e.Advance(Backoff - time.Nanosecond)
-	if n := e.Run("docs", h); n != 0 {
+	if n := e.Run("queue", h); n != 0 {
 		t.Errorf("ran %d jobs a nanosecond before the backoff ended, want 0", n)
 	}
 	e.AssertState(job.ID, "RETRYING")
 	e.Advance(time.Nanosecond)
-	if n := e.Run("docs", h); n != 1 {
+	if n := e.Run("queue", h); n != 1 {
 		t.Errorf("ran %d jobs once the backoff ended, want 1", n)
 	}
 	e.AssertState(job.ID, "SUCCEEDED")
@@ -181,12 +181,12 @@ func testRetries(t *testing.T, newEnv NewEnv) {
 // clock, to the nanosecond, and a scheduled job becomes due exactly when
 // the clock reaches its time.
 func testInstants(t *testing.T, newEnv NewEnv) {
-	e := docsEnv(t, newEnv)
+	e := queueEnv(t, newEnv)
 	// Far from the machine's time, with nanoseconds below the microsecond.
 	created := time.Date(2041, 3, 4, 5, 6, 7, 891_234_567, time.UTC)
 	e.Clock.Set(created)
 	notBefore := created.Add(time.Hour + 3*time.Nanosecond)
-	job := e.Create(jobstate.NewJob{Machine: "docs", NotBefore: notBefore})
+	job := e.Create(jobstate.NewJob{Machine: "queue", NotBefore: notBefore})
 	got := e.Get(job.ID)
 	if !got.CreatedAt.Equal(created) || !got.UpdatedAt.Equal(created) {
 		t.Errorf("created at %s, updated at %s; want the clock's %s", got.CreatedAt, got.UpdatedAt, created)
@@ -195,11 +195,11 @@ func testInstants(t *testing.T, newEnv NewEnv) {
 		t.Errorf("not before %s, want %s", got.NotBefore, notBefore)
 	}
 	e.Advance(time.Hour + 2*time.Nanosecond)
-	if n := e.Run("docs", worker.HandlerFunc(ok)); n != 0 {
+	if n := e.Run("queue", worker.HandlerFunc(ok)); n != 0 {
 		t.Errorf("ran %d jobs a nanosecond before their time, want 0", n)
 	}
 	e.Advance(time.Nanosecond)
-	if n := e.Run("docs", worker.HandlerFunc(ok)); n != 1 {
+	if n := e.Run("queue", worker.HandlerFunc(ok)); n != 1 {
 		t.Errorf("ran %d jobs at their time, want 1", n)
 	}
 	done := e.Get(job.ID)
@@ -212,9 +212,9 @@ func testInstants(t *testing.T, newEnv NewEnv) {
 // testLapsedLease: a lease lapses when the clock passes its expiry, not
 // before, and the sweep then sends the job to its retry.
 func testLapsedLease(t *testing.T, newEnv NewEnv) {
-	e := docsEnv(t, newEnv)
-	job := e.Create(jobstate.NewJob{Machine: "docs"})
-	c, err := e.Engine.Claim(e.Ctx, jobstate.ClaimRequest{Machine: "docs", Worker: "gone"})
+	e := queueEnv(t, newEnv)
+	job := e.Create(jobstate.NewJob{Machine: "queue"})
+	c, err := e.Engine.Claim(e.Ctx, jobstate.ClaimRequest{Machine: "queue", Worker: "gone"})
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
@@ -235,7 +235,7 @@ func testLapsedLease(t *testing.T, newEnv NewEnv) {
 	if _, err := e.Engine.Heartbeat(e.Ctx, c.Lease); !errors.Is(err, jobstate.ErrLeaseLost) {
 		t.Errorf("heartbeat of the lapsed lease: %v, want ErrLeaseLost", err)
 	}
-	if n := e.RunFor(e.Worker(worker.Handle("docs", worker.HandlerFunc(ok), 1)), Backoff, Backoff); n != 1 {
+	if n := e.RunFor(e.Worker(worker.Handle("queue", worker.HandlerFunc(ok), 1)), Backoff, Backoff); n != 1 {
 		t.Errorf("ran %d jobs after the backoff, want 1", n)
 	}
 	e.AssertHistory(job.ID, "create", "claim", "retry", "requeue", "claim", "succeed")
@@ -244,9 +244,9 @@ func testLapsedLease(t *testing.T, newEnv NewEnv) {
 
 // testRunFor: backoffs and snoozes run their course.
 func testRunFor(t *testing.T, newEnv NewEnv) {
-	e := docsEnv(t, newEnv)
-	job := e.Create(jobstate.NewJob{Machine: "docs"})
-	w := e.Worker(worker.Handle("docs", worker.HandlerFunc(func(ctx context.Context, tk *worker.Task) (jobstate.CommitInput, error) {
+	e := queueEnv(t, newEnv)
+	job := e.Create(jobstate.NewJob{Machine: "queue"})
+	w := e.Worker(worker.Handle("queue", worker.HandlerFunc(func(ctx context.Context, tk *worker.Task) (jobstate.CommitInput, error) {
 		if tk.Lease().Token < 3 {
 			return jobstate.CommitInput{}, worker.Snooze(time.Minute)
 		}
@@ -278,12 +278,12 @@ func (r *recorder) Fatalf(format string, args ...any) {
 // testAssertions: every assertion fails on a mismatch, and its message
 // names what was expected and shows the job; each holds when it should.
 func testAssertions(t *testing.T, newEnv NewEnv) {
-	e := docsEnv(t, newEnv)
+	e := queueEnv(t, newEnv)
 	r := &recorder{}
 	e.T = r
-	job := e.Create(jobstate.NewJob{Machine: "docs"})
+	job := e.Create(jobstate.NewJob{Machine: "queue"})
 	var ledger jobstatetest.Ledger
-	e.Run("docs", worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
+	e.Run("queue", worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
 		return jobstate.CommitInput{}, jobstate.Permanent(errors.New("unsupported format"))
 	}))
 	checks := []struct {
