@@ -6,12 +6,12 @@
 // One Telemetry serves an engine and its workers, in three places:
 //
 //	tel, err := jobstateotel.New() // the global providers; or WithMeterProvider, WithTracerProvider
-//	eng, err := jobstate.New(store, jobstate.WithMachines(docs),
+//	eng, err := jobstate.New(store, jobstate.WithMachines(queue),
 //		jobstate.WithObserver(tel.Observer())) // transitions and queue latency
-//	reg, err := tel.ObserveCounts(eng, "docs") // jobs per state, read when metrics are collected
+//	reg, err := tel.ObserveCounts(eng, "queue") // jobs per state, read when metrics are collected
 //	defer reg.Unregister()
 //	w, err := worker.New(eng,
-//		worker.Handle("docs", tel.WrapHandler(process), 8)) // a span and a duration per run
+//		worker.Handle("queue", tel.WrapHandler(process), 8)) // a span and a duration per run
 //
 // The instruments and their attributes are listed in the package's
 // documentation page, docs/observability.md. Names follow the

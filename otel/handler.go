@@ -24,7 +24,7 @@ const operation = "process"
 // duration. Its method value is a worker middleware,
 // func(worker.Handler) worker.Handler:
 //
-//	worker.Handle("docs", tel.WrapHandler(process), 8)
+//	worker.Handle("queue", tel.WrapHandler(process), 8)
 //
 // Each run gets a consumer span named "process <machine>", started as the
 // root of a new trace (the worker's context lives as long as the process,

@@ -3,8 +3,8 @@
 // within per-machine and overall concurrency limits.
 //
 //	w, err := worker.New(eng,
-//		worker.WithName("docs-worker-1"),
-//		worker.Handle("docs", worker.HandlerFunc(process), 8),
+//		worker.WithName("queue-worker-1"),
+//		worker.Handle("queue", worker.HandlerFunc(process), 8),
 //	)
 //	if err != nil {
 //		return err // a *worker.ConfigError naming every problem
