@@ -27,20 +27,20 @@ func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstat
 	now, nowNs := encTime(q.Now)
 	var out jobstate.Job
 	taken := false
-	err := s.inTxSync(ctx, "claim", s.opts.DurableClaims, func(tx pgx.Tx) (*pgx.Batch, error) {
+	err := s.inTxSync(ctx, "claim", s.opts.DurableClaims, func(tx *connTx) (*pgx.Batch, error) {
 		passed := []uuid.UUID{}
 		for offers := 0; q.Limit <= 0 || offers < q.Limit; offers++ {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			jobs, snap, err := s.claimSnapshots(ctx, tx, "claim", "SAVEPOINT jobstate_offer", q.Machine, now, nowNs, passed, 1)
+			snaps, err := s.claimSnapshots(ctx, tx, "SAVEPOINT jobstate_offer", q.Machine, now, nowNs, passed, 1)
 			if err != nil {
-				return nil, err
+				return nil, s.fail(ctx, "claim", err)
 			}
-			if len(jobs) == 0 {
+			if len(snaps) == 0 {
 				return nil, nil
 			}
-			w, err := s.prepareFn(ctx, tx, &snap[0], fn, &out)
+			w, err := s.callFn(ctx, tx, &snaps[0], fn, &out)
 			if err == nil {
 				taken = true
 				return w, nil
@@ -51,7 +51,7 @@ func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstat
 			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT jobstate_offer; RELEASE SAVEPOINT jobstate_offer"); err != nil {
 				return nil, s.fail(ctx, "claim: passing over a job", err)
 			}
-			passed = append(passed, jobs[0].ID)
+			passed = append(passed, snaps[0].Job.ID)
 		}
 		return nil, nil
 	})
@@ -65,77 +65,16 @@ func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstat
 }
 
 // claimSnapshots locks up to n due ready jobs of machine in claim order,
-// not in excluded, and reads their executions and effects, in one round
-// trip (after prefix, a statement sent first when not empty); what names
-// the operation in errors. The claim
-// statement leaves the ids it locked in a transaction-local setting, so
-// that the reads, later statements of the same batch, run after the locks
-// were granted and see the jobs' last versions.
-func (s *Store) claimSnapshots(ctx context.Context, tx pgx.Tx, what, prefix, machine string, now pgtype.Timestamptz, nowNs int16, excluded []uuid.UUID, n int) ([]jobstate.Job, []jobstate.Snapshot, error) {
-	b := &pgx.Batch{}
-	if prefix != "" {
-		b.Queue(prefix)
-	}
-	b.Queue(s.sql.claim, machine, now, nowNs, excluded, n)
-	b.Queue(s.sql.claimExecs, claimedSetting)
-	b.Queue(s.sql.claimEffs, claimedSetting)
-	br := tx.SendBatch(ctx, b)
-	var jobs []jobstate.Job
-	var snaps []jobstate.Snapshot
-	err := func() error {
-		if prefix != "" {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		if jobs, err = scanJobs(rows); err != nil {
-			return err
-		}
-		at := make(map[uuid.UUID]int, len(jobs))
-		snaps = make([]jobstate.Snapshot, len(jobs))
-		for i, j := range jobs {
-			at[j.ID] = i
-			snaps[i].Job = j
-		}
-		if rows, err = br.Query(); err != nil {
-			return err
-		}
-		execs, err := scanExecs(rows)
-		if err != nil {
-			return err
-		}
-		for _, x := range execs {
-			if i, ok := at[x.JobID]; ok {
-				snaps[i].Executions = append(snaps[i].Executions, x)
-			}
-		}
-		if rows, err = br.Query(); err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id uuid.UUID
-			e, err := scanEffect(rows, &id)
-			if err != nil {
-				return err
-			}
-			if i, ok := at[id]; ok {
-				snaps[i].Effects = append(snaps[i].Effects, e)
-			}
-		}
-		return rows.Err()
-	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, nil, s.fail(ctx, what, err)
-	}
-	return jobs, snaps, nil
+// not in excluded, and reads their snapshots, in one round trip (after
+// prefix, a statement sent first when not empty). The claim statement
+// leaves the ids it locked in a transaction-local setting, from which
+// the reads take them.
+func (s *Store) claimSnapshots(ctx context.Context, tx *connTx, prefix, machine string, now pgtype.Timestamptz, nowNs int16, excluded []uuid.UUID, n int) ([]jobstate.Snapshot, error) {
+	return s.loadSnapshots(ctx, tx, snapshotQuery{
+		prefix: prefix,
+		lock:   s.sql.claim, lockArgs: []any{machine, now, nowNs, excluded, n},
+		execs: s.sql.claimExecs, effects: s.sql.claimEffs, readArgs: []any{claimedSetting},
+	})
 }
 
 // claimedSetting is the transaction-local setting in which the claim
@@ -162,7 +101,7 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 	}
 	now, nowNs := encTime(q.Now)
 	var results []*jobstate.Job
-	err := s.inTxSync(ctx, "claim batch", s.opts.DurableClaims, func(tx pgx.Tx) (*pgx.Batch, error) {
+	err := s.inTxSync(ctx, "claim batch", s.opts.DurableClaims, func(tx *connTx) (*pgx.Batch, error) {
 		lazy := newLazyTx(tx)
 		excluded := []uuid.UUID{}
 		writes := &pgx.Batch{}
@@ -174,12 +113,9 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 			if q.Limit > 0 && q.Limit-offers < want {
 				want = q.Limit - offers
 			}
-			jobs, snaps, err := s.claimSnapshots(ctx, tx, "claim batch", "", q.Machine, now, nowNs, excluded, want)
+			snaps, err := s.claimSnapshots(ctx, tx, "", q.Machine, now, nowNs, excluded, want)
 			if err != nil {
-				return nil, err
-			}
-			if len(jobs) == 0 {
-				break
+				return nil, s.fail(ctx, "claim batch", err)
 			}
 			for i := range snaps {
 				offers++
@@ -198,30 +134,13 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 				if err := end(true); err != nil {
 					return nil, err
 				}
-				cur := &snaps[i].Job
-				if w.Job.ID != cur.ID {
-					return nil, fmt.Errorf("%w: write for job %s applied to job %s", jobstate.ErrInvalidArgument, w.Job.ID, cur.ID)
-				}
 				j := new(jobstate.Job)
-				if w.Job.Version == cur.Version && len(w.Transitions) == 0 && len(w.Executions) == 0 && len(w.Effects) == 0 {
-					*j = *cur
-				} else {
-					if err := checkWrite(cur, snaps[i].Executions, snaps[i].Effects, &w); err != nil {
-						return nil, err
-					}
-					ok, err := many.add(cur, &w, j)
-					if err != nil {
-						return nil, err
-					}
-					if !ok {
-						if err := s.queueWrite(writes, cur, &w, j); err != nil {
-							return nil, err
-						}
-					}
+				if err := s.stage(&snaps[i], &w, j, &many, writes); err != nil {
+					return nil, err
 				}
 				results = append(results, j)
 			}
-			if len(jobs) < want {
+			if len(snaps) < want {
 				break
 			}
 		}

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +44,7 @@ type connTx struct {
 	end     string        // COMMIT, or RELEASE SAVEPOINT name
 	abort   string        // ROLLBACK, or ROLLBACK TO SAVEPOINT name; RELEASE SAVEPOINT name
 	pending bool          // start not sent yet
+	queued  []string      // statements to send in front of the next round trip
 	ended   bool
 }
 
@@ -85,50 +87,94 @@ func (t *connTx) live() error {
 	return nil
 }
 
-// sendStart sends a pending first statement by itself.
-func (t *connTx) sendStart(ctx context.Context) error {
+// queue adds a statement to send in front of the next round trip: the
+// savepoints a function takes, ends or rolls back travel with the
+// statement that follows them (or with the COMMIT).
+func (t *connTx) queue(sql ...string) { t.queued = append(t.queued, sql...) }
+
+// takeQueued returns the queued statements and forgets them.
+func (t *connTx) takeQueued() []string {
+	q := t.queued
+	t.queued = nil
+	return q
+}
+
+// hasPrefix reports whether statements wait to go in front of the next
+// round trip: the first statement, or queued ones.
+func (t *connTx) hasPrefix() bool { return t.pending || len(t.queued) > 0 }
+
+// takePrefix returns the statements that go in front of the next round
+// trip, and marks them sent.
+func (t *connTx) takePrefix() []string {
+	var p []string
+	if t.pending {
+		p = append(p, t.start)
+		if t.also != "" {
+			p = append(p, t.also)
+		}
+		t.pending = false
+	}
+	p = append(p, t.queued...)
+	t.queued = nil
+	return p
+}
+
+// sendPrefix sends the statements waiting to go first, by themselves.
+func (t *connTx) sendPrefix(ctx context.Context) error {
 	if err := t.live(); err != nil {
 		return err
 	}
-	if !t.pending {
+	if !t.hasPrefix() {
 		return nil
 	}
-	if _, err := t.q.Exec(ctx, t.start); err != nil {
-		return err
-	}
-	if t.also != "" {
-		if _, err := t.q.Exec(ctx, t.also); err != nil {
-			return err
-		}
-	}
-	t.pending = false
-	return nil
+	_, err := t.q.Exec(ctx, strings.Join(t.takePrefix(), "; "))
+	return err
 }
 
-// SendBatch sends b, preceded by the first statement if it is pending.
+// SendBatch sends b, preceded by the statements waiting to go first.
 func (t *connTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if err := t.live(); err != nil {
 		return errBatch{err}
 	}
-	if !t.pending {
+	if !t.hasPrefix() {
 		return t.q.SendBatch(ctx, b)
 	}
-	t.pending = false
-	nb := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+2)}
-	nb.Queue(t.start)
-	if t.also != "" {
-		nb.Queue(t.also)
+	prefix := t.takePrefix()
+	nb := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+len(prefix))}
+	for _, sql := range prefix {
+		nb.Queue(sql)
 	}
-	starts := len(nb.QueuedQueries)
 	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
 	br := t.q.SendBatch(ctx, nb)
-	for range starts {
+	for range prefix {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
 			return errBatch{err}
 		}
 	}
 	return br
+}
+
+// withOptions reports whether args start with pgx's per-query options
+// (an exec mode, a rewriter such as pgx.NamedArgs), which a batch does
+// not take.
+func withOptions(args []any) bool {
+	if len(args) == 0 {
+		return false
+	}
+	switch args[0].(type) {
+	case pgx.QueryExecMode, pgx.QueryRewriter:
+		return true
+	}
+	return false
+}
+
+// batchOf sends sql with the statements waiting to go first, in one
+// round trip.
+func (t *connTx) batchOf(ctx context.Context, sql string, args []any) pgx.BatchResults {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	return t.SendBatch(ctx, b)
 }
 
 // commitWith sends b (nil: nothing) and the last statement (COMMIT or
@@ -224,7 +270,7 @@ func (t *connTx) Begin(context.Context) (pgx.Tx, error) {
 
 // CopyFrom runs COPY FROM in the transaction.
 func (t *connTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
-	if err := t.sendStart(ctx); err != nil {
+	if err := t.sendPrefix(ctx); err != nil {
 		return 0, err
 	}
 	return t.q.CopyFrom(ctx, table, cols, src)
@@ -234,7 +280,7 @@ func (t *connTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []stri
 func (t *connTx) LargeObjects() pgx.LargeObjects {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	_ = t.sendStart(ctx)
+	_ = t.sendPrefix(ctx)
 	if t.tx != nil {
 		return t.tx.LargeObjects()
 	}
@@ -256,28 +302,67 @@ func (t *connTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Stateme
 	return t.Conn().Prepare(ctx, name, sql)
 }
 
-// Exec runs a statement in the transaction.
+// Exec runs a statement in the transaction, in the same round trip as
+// the statements waiting to go first.
 func (t *connTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if err := t.sendStart(ctx); err != nil {
+	if err := t.live(); err != nil {
 		return pgconn.CommandTag{}, err
 	}
-	return t.q.Exec(ctx, sql, args...)
+	switch {
+	case !t.hasPrefix():
+		return t.q.Exec(ctx, sql, args...)
+	case len(args) == 0:
+		// The simple protocol: one message, the command tag of the last.
+		return t.q.Exec(ctx, strings.Join(append(t.takePrefix(), sql), "; "))
+	case withOptions(args):
+		if err := t.sendPrefix(ctx); err != nil {
+			return pgconn.CommandTag{}, err
+		}
+		return t.q.Exec(ctx, sql, args...)
+	}
+	br := t.batchOf(ctx, sql, args)
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
 }
 
-// Query runs a query in the transaction.
+// Query runs a query in the transaction, in the same round trip as the
+// statements waiting to go first.
 func (t *connTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if err := t.sendStart(ctx); err != nil {
+	if err := t.live(); err != nil {
 		return nil, err
 	}
-	return t.q.Query(ctx, sql, args...)
+	if !t.hasPrefix() || withOptions(args) {
+		if err := t.sendPrefix(ctx); err != nil {
+			return nil, err
+		}
+		return t.q.Query(ctx, sql, args...)
+	}
+	br := t.batchOf(ctx, sql, args)
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	return &guardedRows{Rows: rows, end: func() { _ = br.Close() }}, nil
 }
 
-// QueryRow runs a query of one row in the transaction.
+// QueryRow runs a query of one row in the transaction, in the same round
+// trip as the statements waiting to go first.
 func (t *connTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if err := t.sendStart(ctx); err != nil {
+	if err := t.live(); err != nil {
 		return errRow{err}
 	}
-	return t.q.QueryRow(ctx, sql, args...)
+	if !t.hasPrefix() || withOptions(args) {
+		if err := t.sendPrefix(ctx); err != nil {
+			return errRow{err}
+		}
+		return t.q.QueryRow(ctx, sql, args...)
+	}
+	br := t.batchOf(ctx, sql, args)
+	return guardedRow{row: br.QueryRow(), end: func() { _ = br.Close() }}
 }
 
 // Conn returns the transaction's connection.

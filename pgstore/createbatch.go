@@ -36,7 +36,7 @@ func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Cont
 	// Room grows with the jobs fn returns, not with n: a huge n from a
 	// caller must not allocate before fn has made a single job.
 	out := make([]jobstate.Job, 0, min(n, createBatchRoom))
-	err := s.inTx(ctx, "create batch", func(tx pgx.Tx) (*pgx.Batch, error) {
+	err := s.inTx(ctx, "create batch", func(tx *connTx) (*pgx.Batch, error) {
 		lazy := newLazyTx(tx)
 		fctx := s.fnContext(ctx, lazy)
 		jobs := make([][]any, 0, min(n, createBatchRoom))
@@ -48,7 +48,7 @@ func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Cont
 			if err != nil {
 				return nil, err
 			}
-			if err := checkNew(&w); err != nil {
+			if err := jobstate.CheckNew(w); err != nil {
 				return nil, err
 			}
 			args, err := jobArgs(&w.Job)

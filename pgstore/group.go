@@ -3,12 +3,14 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobstate/jobstate"
 )
@@ -16,44 +18,65 @@ import (
 // Group commit (Options.GroupCommit): concurrent Updates are coalesced
 // into shared transactions, one COMMIT (one WAL flush) for many jobs.
 //
-// A committer goroutine takes the waiting Updates (distinct jobs, up to
-// GroupCommit of them) and, in one round trip, begins a transaction and
-// locks their rows with FOR NO KEY UPDATE SKIP LOCKED, reading their
-// snapshots after the lock. A job it could not lock (held by another
-// transaction, or unknown) is handed back to its caller, which runs its
-// Update alone as without group commit: waiting for the lock, or
-// returning ErrNotFound. Then each member's function runs, one after
-// another, in its caller's goroutine, with the group's transaction in its
-// context; its write is checked as by Update and queued in a savepoint of
-// its own. The queued writes are sent with the COMMIT in one round trip;
-// statements a function runs through Tx first send what is queued and the
-// member's savepoint. A member whose function failed, or whose write the
-// server refused, is rolled back to its savepoint (the statements after
-// it, never run, are sent again), without undoing the others; its caller
-// gets the error at once. The others are answered after the COMMIT.
+// A group takes the waiting Updates (distinct jobs, up to GroupCommit of
+// them) and, in one round trip, begins a transaction and locks their
+// rows with FOR NO KEY UPDATE SKIP LOCKED, reading their snapshots after
+// the lock. A job it could not lock (held by another transaction, or
+// unknown) is handed back to its caller, which runs its Update alone as
+// without group commit: waiting for the lock, or returning ErrNotFound.
+// Then each member's function runs, one after another, in its caller's
+// goroutine, with the group's transaction in its context; its write is
+// checked as by Update and queued in a savepoint of its own. The queued
+// writes are sent with the COMMIT in one round trip; a statement a
+// function runs through Tx goes with what is queued before it and the
+// member's savepoint, in one round trip. A member whose function failed,
+// or whose write the server refused, is rolled back to its savepoint (the
+// statements after it, never run, are sent again), without undoing the
+// others; its caller gets the error at once. The others are answered
+// after the COMMIT.
+//
+// Groups in flight: a group starts at once when an Update waits and none
+// is in flight; another starts, up to GroupCommitters, when Updates have
+// waited longer than the groups' recent round trips take (so that on a
+// far server, where a group's round trips are long, several groups
+// overlap them), and the Updates waiting are then shared among the groups
+// that may start, rather than left to fill the next one.
 
 // errGroupRolledBack ends a group whose only member failed.
 var errGroupRolledBack = errors.New("pgstore: group rolled back")
 
-// grouper queues the Updates of a store with group commit.
+// minSpread is the least wait of an Update before another group starts
+// for it while groups are in flight: below it, one group more costs the
+// server more than the wait costs the caller.
+const minSpread = 5 * time.Millisecond
+
+// grouper queues the Updates of a store with group commit and runs their
+// groups.
 type grouper struct {
-	s    *Store
-	max  int
-	mu   sync.Mutex
-	q    []*member
-	wake chan struct{}
-	stop chan struct{}
-	wg   sync.WaitGroup
-	done bool
+	s         *Store
+	max       int // members of a group, at most
+	maxGroups int // groups in flight, at most
+	// rtt is a moving average of the groups' COMMIT round trips, and
+	// fnTime of the time a member holds its group (its function and the
+	// statements it sends through Tx), in nanoseconds.
+	rtt, fnTime atomic.Int64
+
+	mu      sync.Mutex
+	q       []*member
+	running int // groups in flight
+	timer   *time.Timer
+	done    bool
+	wg      sync.WaitGroup
 }
 
 // member is one Update waiting for, or in, a group.
 type member struct {
-	ctx  context.Context
-	id   uuid.UUID
-	turn chan turn
-	ret  chan fnReturn
-	res  chan result
+	ctx    context.Context
+	id     uuid.UUID
+	queued time.Time
+	turn   chan turn
+	ret    chan fnReturn
+	res    chan result
 }
 
 // turn tells a member's caller what to do: run alone, fail at once, or run
@@ -77,17 +100,12 @@ type result struct {
 	err error
 }
 
-func newGrouper(s *Store, max, committers int) *grouper {
-	g := &grouper{s: s, max: max, wake: make(chan struct{}, 1), stop: make(chan struct{})}
-	for i := 0; i < committers; i++ {
-		g.wg.Add(1)
-		go g.run()
-	}
-	return g
+func newGrouper(s *Store, max, maxGroups int) *grouper {
+	return &grouper{s: s, max: max, maxGroups: maxGroups}
 }
 
-// close stops the committers once their groups are done; Updates waiting
-// run alone.
+// close waits for the groups in flight; Updates still waiting, and later
+// ones, run alone.
 func (g *grouper) close() {
 	g.mu.Lock()
 	if g.done {
@@ -97,8 +115,10 @@ func (g *grouper) close() {
 	g.done = true
 	q := g.q
 	g.q = nil
+	if g.timer != nil {
+		g.timer.Stop()
+	}
 	g.mu.Unlock()
-	close(g.stop)
 	for _, m := range q {
 		m.turn <- turn{alone: true}
 	}
@@ -107,18 +127,15 @@ func (g *grouper) close() {
 
 // update is Store.Update through a group.
 func (g *grouper) update(ctx context.Context, id uuid.UUID, fn jobstate.UpdateFunc) (jobstate.Job, error) {
-	m := &member{ctx: ctx, id: id, turn: make(chan turn, 1), ret: make(chan fnReturn, 1), res: make(chan result, 1)}
+	m := &member{ctx: ctx, id: id, queued: time.Now(), turn: make(chan turn, 1), ret: make(chan fnReturn, 1), res: make(chan result, 1)}
 	g.mu.Lock()
 	if g.done {
 		g.mu.Unlock()
 		return g.s.updateAlone(ctx, id, fn)
 	}
 	g.q = append(g.q, m)
+	g.kick()
 	g.mu.Unlock()
-	select {
-	case g.wake <- struct{}{}:
-	default:
-	}
 	t := <-m.turn
 	if t.alone {
 		return g.s.updateAlone(ctx, id, fn)
@@ -155,7 +172,40 @@ func (g *grouper) update(ctx context.Context, id uuid.UUID, fn jobstate.UpdateFu
 	return res.job, res.err
 }
 
-// run is a committer: it runs groups until the store is closed.
+// spread is how long Updates wait before another group starts for them
+// while groups are in flight: two of the groups' recent round trips, at
+// least minSpread.
+func (g *grouper) spread() time.Duration {
+	return max(2*time.Duration(g.rtt.Load()), minSpread)
+}
+
+// kick starts a group for the waiting Updates if one may start: none is
+// in flight, or fewer than maxGroups are and the oldest Update has waited
+// longer than spread; otherwise, while fewer than maxGroups are in
+// flight, it arms a timer for when the oldest will have. g.mu is held.
+func (g *grouper) kick() {
+	if g.done || len(g.q) == 0 || g.running >= g.maxGroups {
+		return
+	}
+	if g.running > 0 {
+		if wait := g.spread() - time.Since(g.q[0].queued); wait > 0 {
+			if g.timer == nil {
+				g.timer = time.AfterFunc(wait, func() {
+					g.mu.Lock()
+					g.timer = nil
+					g.kick()
+					g.mu.Unlock()
+				})
+			}
+			return
+		}
+	}
+	g.running++
+	g.wg.Add(1)
+	go g.run()
+}
+
+// run runs groups while Updates wait, then ends.
 func (g *grouper) run() {
 	defer g.wg.Done()
 	for {
@@ -167,58 +217,82 @@ func (g *grouper) run() {
 	}
 }
 
-// take waits for Updates and returns up to max of them, of distinct jobs,
-// in arrival order; nil when the store is closed.
+// take returns the next group's Updates, of distinct jobs, in arrival
+// order, and starts further groups if they may; nil (the group runner
+// ending) when none waits or the store is closed. Up to max are taken;
+// when the oldest has waited longer than spread and more groups may
+// start, the waiting Updates are shared among them.
 func (g *grouper) take() []*member {
-	for {
-		g.mu.Lock()
-		if g.done {
-			g.mu.Unlock()
-			return nil
-		}
-		if len(g.q) > 0 {
-			seen := make(map[uuid.UUID]bool, min(len(g.q), g.max))
-			var ms, rest []*member
-			for _, m := range g.q {
-				if len(ms) < g.max && !seen[m.id] {
-					seen[m.id] = true
-					ms = append(ms, m)
-				} else {
-					rest = append(rest, m)
-				}
-			}
-			g.q = rest
-			more := len(rest) > 0
-			g.mu.Unlock()
-			if more {
-				select {
-				case g.wake <- struct{}{}:
-				default:
-				}
-			}
-			return ms
-		}
-		g.mu.Unlock()
-		select {
-		case <-g.wake:
-		case <-g.stop:
-			return nil
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.done || len(g.q) == 0 {
+		g.running--
+		return nil
+	}
+	n := min(g.max, g.fits())
+	if free := g.maxGroups - g.running; free > 0 && time.Since(g.q[0].queued) >= g.spread() {
+		n = min(n, (len(g.q)+free)/(free+1))
+	}
+	seen := make(map[uuid.UUID]bool, min(len(g.q), n))
+	var ms, rest []*member
+	for _, m := range g.q {
+		if len(ms) < n && !seen[m.id] {
+			seen[m.id] = true
+			ms = append(ms, m)
+		} else {
+			rest = append(rest, m)
 		}
 	}
+	g.q = rest
+	g.kick()
+	return ms
+}
+
+// fitRoundTrips is how many round trips the members of a group may take
+// in all: a group lasts about that many and two more (its lock and its
+// COMMIT), which bounds what its members wait.
+const fitRoundTrips = 8
+
+// fits is how many members a group takes at most, from what they have
+// cost: as many as run within fitRoundTrips of the groups' round trips
+// (at least one). Members whose functions send nothing cost little, and
+// a group takes GroupCommit of them; members that write through Tx on a
+// far server cost a round trip each, and groups take a few.
+func (g *grouper) fits() int {
+	rtt, fn := g.rtt.Load(), g.fnTime.Load()
+	if rtt == 0 || fn == 0 {
+		return g.max
+	}
+	return int(max(1, fitRoundTrips*rtt/fn))
+}
+
+// average folds d into the moving average v.
+func average(v *atomic.Int64, d time.Duration) {
+	old := v.Load()
+	if old == 0 {
+		v.Store(int64(d))
+		return
+	}
+	v.Store(old + (int64(d)-old)/8)
 }
 
 // group is one shared transaction.
 type group struct {
+	g       *grouper
 	s       *Store
 	tx      *connTx
 	members []*member
-	snaps   []*jobstate.Snapshot
+	snaps   []jobstate.Snapshot
 	out     []jobstate.Job
 	ok      []bool  // the member's write is queued or sent and not refused
 	errs    []error // why a member's write is not (nil: its function failed)
 	spSent  []bool  // the member's savepoint was sent
 	sp      bool    // members have savepoints (more than one member)
 	pending []segment
+	// tailErr is the error of the statement a member's function sent
+	// through Tx at the end of the last batch (its own answer, the
+	// transaction going on): see execFor.
+	tailErr error
 	// many holds the writes of the members whose functions sent
 	// nothing: they go in a few statements for all (multi.go), in the
 	// COMMIT's round trip; fast keeps them to be sent one by one if
@@ -239,9 +313,11 @@ type fastWrite struct {
 	w      jobstate.Write
 }
 
-// segment is the queued statements of one member.
+// segment is the queued statements of one member; tail marks the one
+// whose last statement is a statement of the member's function.
 type segment struct {
 	member int
+	tail   bool
 	stmts  []stmt
 }
 
@@ -249,6 +325,15 @@ type stmt struct {
 	sql  string
 	args []any
 	fn   func(pgx.BatchResults) error
+}
+
+// stmtsOf returns the statements queued on b.
+func stmtsOf(b *pgx.Batch) []stmt {
+	out := make([]stmt, 0, b.Len())
+	for _, qq := range b.QueuedQueries {
+		out = append(out, stmt{sql: qq.SQL, args: qq.Arguments, fn: qq.Fn})
+	}
+	return out
 }
 
 func (g *grouper) runGroup(ms []*member) {
@@ -269,18 +354,18 @@ func (g *grouper) runGroup(ms []*member) {
 	for i, m := range ms {
 		ids[i] = m.id
 	}
-	snaps, err := s.groupSnapshots(tx, s.sql.lockMany, ids)
+	snaps, err := s.lockGroup(tx, ids)
 	if err != nil {
 		rollback(tx)
 		alone(ms)
 		return
 	}
-	grp := &group{s: s, tx: tx}
+	grp := &group{g: g, s: s, tx: tx}
 	var skipped []*member
 	for _, m := range ms {
 		if snap, ok := snaps[m.id]; ok {
 			grp.members = append(grp.members, m)
-			grp.snaps = append(grp.snaps, snap)
+			grp.snaps = append(grp.snaps, *snap)
 		} else {
 			skipped = append(skipped, m)
 		}
@@ -302,63 +387,21 @@ func (g *grouper) runGroup(ms []*member) {
 	grp.finish()
 }
 
-// groupSnapshots runs lockSQL (which records the ids it returns, as the
-// claim statement does) over ids, then reads the executions and effects
-// of the jobs it returned, in one round trip.
-func (s *Store) groupSnapshots(tx pgx.Tx, lockSQL string, ids []uuid.UUID) (map[uuid.UUID]*jobstate.Snapshot, error) {
+// lockGroup locks the jobs of ids that no other transaction holds and
+// reads their snapshots, in one round trip, by job.
+func (s *Store) lockGroup(tx *connTx, ids []uuid.UUID) (map[uuid.UUID]*jobstate.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
 	defer cancel()
-	b := &pgx.Batch{}
-	b.Queue(lockSQL, ids)
-	b.Queue(s.sql.claimExecs, claimedSetting)
-	b.Queue(s.sql.claimEffs, claimedSetting)
-	br := tx.SendBatch(ctx, b)
-	out := make(map[uuid.UUID]*jobstate.Snapshot, len(ids))
-	err := func() error {
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		jobs, err := scanJobs(rows)
-		if err != nil {
-			return err
-		}
-		for _, j := range jobs {
-			out[j.ID] = &jobstate.Snapshot{Job: j}
-		}
-		if rows, err = br.Query(); err != nil {
-			return err
-		}
-		execs, err := scanExecs(rows)
-		if err != nil {
-			return err
-		}
-		for _, x := range execs {
-			if sn, ok := out[x.JobID]; ok {
-				sn.Executions = append(sn.Executions, x)
-			}
-		}
-		if rows, err = br.Query(); err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id uuid.UUID
-			e, err := scanEffect(rows, &id)
-			if err != nil {
-				return err
-			}
-			if sn, ok := out[id]; ok {
-				sn.Effects = append(sn.Effects, e)
-			}
-		}
-		return rows.Err()
-	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	snaps, err := s.loadSnapshots(ctx, tx, snapshotQuery{
+		lock: s.sql.lockMany, lockArgs: []any{ids},
+		execs: s.sql.claimExecs, effects: s.sql.claimEffs, readArgs: []any{claimedSetting},
+	})
 	if err != nil {
 		return nil, err
+	}
+	out := make(map[uuid.UUID]*jobstate.Snapshot, len(snaps))
+	for i := range snaps {
+		out[snaps[i].Job.ID] = &snaps[i]
 	}
 	return out, nil
 }
@@ -388,7 +431,7 @@ func (grp *group) runMember(i int) {
 		for _, o := range grp.members[i:] {
 			ids = append(ids, o.id)
 		}
-		snaps, err := s.groupSnapshots(grp.tx, s.sql.lockMany, ids)
+		snaps, err := s.lockGroup(grp.tx, ids)
 		if err != nil {
 			grp.breakWith(err, inTransaction)
 			m.turn <- turn{err: grp.errFor(m)}
@@ -396,11 +439,11 @@ func (grp *group) runMember(i int) {
 		}
 		for j := i; j < len(grp.members); j++ {
 			if sn, ok := snaps[grp.members[j].id]; ok {
-				grp.snaps[j] = sn
+				grp.snaps[j] = *sn
 			}
 		}
 	}
-	snap := grp.snaps[i]
+	snap := &grp.snaps[i]
 	lazy := newLazyTx(grp.tx)
 	lazy.detach = true
 	lazy.nested = func() { grp.dirty = true }
@@ -409,66 +452,49 @@ func (grp *group) runMember(i int) {
 			return grp.errFor(m)
 		}
 		if grp.sp && !grp.spSent[i] {
-			ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
-			defer cancel()
-			if _, err := grp.tx.Exec(ctx, "SAVEPOINT "+grp.spName(i)); err != nil {
-				grp.breakWith(err, inTransaction)
-				return grp.errFor(m)
-			}
+			grp.tx.queue("SAVEPOINT " + grp.spName(i))
 			grp.spSent[i] = true
 		}
 		return nil
 	}
+	lazy.exec = grp.execFor(i)
+	began := time.Now()
 	m.turn <- turn{snap: snap, fctx: s.fnContext(m.ctx, lazy)}
 	r := <-m.ret
+	average(&grp.g.fnTime, time.Since(began))
+	// What the function's savepoints left to send (their ends) belongs
+	// to the member, inside its savepoint.
+	var queued []stmt
+	for _, sql := range grp.tx.takeQueued() {
+		queued = append(queued, stmt{sql: sql})
+	}
 	if r.err != nil {
 		// The caller returns its function's error, or errs[i]: the loss
 		// of the group's connection the function met.
-		grp.undo(i)
+		grp.undo(i, queued)
 		if lostWith(m.ctx, grp.tx.Conn(), r.err) {
 			grp.errs[i] = &jobstate.UnavailableError{Op: "update", Err: r.err}
 		}
 		return
 	}
-	fail := func(err error) {
-		grp.undo(i)
-		grp.errs[i] = err
+	seg := segment{member: i, stmts: queued}
+	var many *multiWrite
+	if !grp.spSent[i] && len(queued) == 0 {
+		many = &grp.many
 	}
-	cur := &snap.Job
-	w := r.w
-	if w.Job.ID != cur.ID {
-		fail(fmt.Errorf("%w: write for job %s applied to job %s", jobstate.ErrInvalidArgument, w.Job.ID, cur.ID))
+	staged := grp.many.len()
+	b := &pgx.Batch{}
+	if err := s.stage(snap, &r.w, &grp.out[i], many, b); err != nil {
+		grp.undo(i, queued)
+		grp.errs[i] = err
 		return
 	}
-	seg := segment{member: i}
-	if w.Job.Version == cur.Version && len(w.Transitions) == 0 && len(w.Executions) == 0 && len(w.Effects) == 0 {
-		grp.out[i] = *cur
-	} else {
-		if err := checkWrite(cur, snap.Executions, snap.Effects, &w); err != nil {
-			fail(err)
-			return
-		}
-		if !grp.spSent[i] {
-			ok, err := grp.many.add(cur, &w, &grp.out[i])
-			if err != nil {
-				fail(err)
-				return
-			}
-			if ok {
-				grp.fast = append(grp.fast, fastWrite{member: i, cur: cur, w: w})
-				grp.ok[i] = true
-				return
-			}
-		}
-		b := &pgx.Batch{}
-		if err := s.queueWrite(b, cur, &w, &grp.out[i]); err != nil {
-			fail(err)
-			return
-		}
-		for _, qq := range b.QueuedQueries {
-			seg.stmts = append(seg.stmts, stmt{sql: qq.SQL, args: qq.Arguments, fn: qq.Fn})
-		}
+	if grp.many.len() > staged {
+		grp.fast = append(grp.fast, fastWrite{member: i, cur: &snap.Job, w: r.w})
+		grp.ok[i] = true
+		return
 	}
+	seg.stmts = append(seg.stmts, stmtsOf(b)...)
 	if grp.sp && (grp.spSent[i] || len(seg.stmts) > 0) {
 		if !grp.spSent[i] {
 			seg.stmts = append([]stmt{{sql: "SAVEPOINT " + grp.spName(i)}}, seg.stmts...)
@@ -481,14 +507,56 @@ func (grp *group) runMember(i int) {
 	}
 }
 
-// undo drops what member i wrote through the transaction, if anything.
-func (grp *group) undo(i int) {
+// execFor returns how member i's function runs a statement through Tx
+// (lazyTx.exec): in one round trip with the group's pending writes, the
+// member's savepoint and the savepoints its function took. An error of
+// that statement is the function's to handle, as on a transaction of its
+// own; an error of what went before it is the group's.
+func (grp *group) execFor(i int) func(ctx context.Context, sql string, args []any) (pgconn.CommandTag, error) {
+	m := grp.members[i]
+	return func(_ context.Context, sql string, args []any) (pgconn.CommandTag, error) {
+		if grp.broken != nil {
+			return pgconn.CommandTag{}, grp.errFor(m)
+		}
+		seg := segment{member: i, tail: true}
+		if grp.sp && !grp.spSent[i] {
+			seg.stmts = append(seg.stmts, stmt{sql: "SAVEPOINT " + grp.spName(i)})
+			grp.spSent[i] = true
+		}
+		for _, q := range grp.tx.takeQueued() {
+			seg.stmts = append(seg.stmts, stmt{sql: q})
+		}
+		var tag pgconn.CommandTag
+		seg.stmts = append(seg.stmts, stmt{sql: sql, args: args, fn: func(br pgx.BatchResults) error {
+			var err error
+			tag, err = br.Exec()
+			return err
+		}})
+		grp.pending = append(grp.pending, seg)
+		if err := grp.send(false); err != nil {
+			return pgconn.CommandTag{}, grp.errFor(m)
+		}
+		if err := grp.tailErr; err != nil {
+			grp.tailErr = nil
+			return pgconn.CommandTag{}, err
+		}
+		return tag, nil
+	}
+}
+
+// undo drops what member i wrote through the transaction, if anything;
+// queued are the ends of its function's savepoints, not sent, which the
+// rollback to its savepoint makes moot.
+func (grp *group) undo(i int, queued []stmt) {
 	if !grp.sp {
 		// The only member failed: the group rolls back.
 		grp.broken = errGroupRolledBack
 		return
 	}
 	if !grp.spSent[i] {
+		if len(queued) > 0 {
+			grp.pending = append(grp.pending, segment{member: -1, stmts: queued})
+		}
 		return
 	}
 	name := grp.spName(i)
@@ -512,19 +580,7 @@ func (grp *group) send(final bool) error {
 		done := 0
 		for si, seg := range segs {
 			for _, st := range seg.stmts {
-				fn := st.fn
-				b.Queue(st.sql, st.args...).Fn = func(br pgx.BatchResults) error {
-					var err error
-					if fn != nil {
-						err = fn(br)
-					} else {
-						_, err = br.Exec()
-					}
-					if err == nil {
-						done++
-					}
-					return err
-				}
+				b.Queue(st.sql, st.args...).Fn = counted(st.fn, &done)
 				owner = append(owner, si)
 			}
 		}
@@ -532,14 +588,16 @@ func (grp *group) send(final bool) error {
 		if final {
 			queueCommit(b, "COMMIT", &reached)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), grp.s.opts.CommitTimeout)
-		err := grp.tx.SendBatch(ctx, b).Close()
-		cancel()
+		err := grp.sendBatch(b, final)
 		if err == nil {
 			grp.pending = nil
-			if final {
-				grp.tx.finish()
-			}
+			return nil
+		}
+		if last := len(owner) - 1; done == last && segs[owner[last]].tail && isDefinite(err) {
+			// The function's own statement failed: its answer, for the
+			// function to handle; what went before it stands.
+			grp.pending = nil
+			grp.tailErr = err
 			return nil
 		}
 		if done >= len(owner) || !isDefinite(err) || !grp.sp {
@@ -566,17 +624,59 @@ func (grp *group) send(final bool) error {
 		if !grp.spSent[seg.member] && done == first {
 			return grp.breakWith(err, inTransaction)
 		}
-		name := grp.spName(seg.member)
-		ctx, cancel = context.WithTimeout(context.Background(), grp.s.opts.CommitTimeout)
-		_, rerr := grp.tx.q.Exec(ctx, "ROLLBACK TO SAVEPOINT "+name+"; RELEASE SAVEPOINT "+name)
-		cancel()
-		if rerr != nil {
-			return grp.breakWith(rerr, inTransaction)
+		if err := grp.rollbackTo(grp.spName(seg.member)); err != nil {
+			return err
 		}
 		m := grp.members[seg.member]
 		grp.ok[seg.member] = false
 		grp.errs[seg.member] = grp.s.fail(m.ctx, "update", err)
 		grp.pending = segs[k+1:]
+	}
+	return nil
+}
+
+// counted returns a batch callback that reads a statement's answer (with
+// fn, or as an Exec when fn is nil) and counts it in *done when it is not
+// an error: the first statement not counted is the one that failed.
+func counted(fn func(pgx.BatchResults) error, done *int) func(pgx.BatchResults) error {
+	return func(br pgx.BatchResults) error {
+		var err error
+		if fn != nil {
+			err = fn(br)
+		} else {
+			_, err = br.Exec()
+		}
+		if err == nil {
+			*done++
+		}
+		return err
+	}
+}
+
+// sendBatch sends b, the group's statements (with its COMMIT when
+// final), bounded by CommitTimeout. The round trip of a COMMIT that
+// succeeds is measured: it sets how long Updates wait before another
+// group starts for them.
+func (grp *group) sendBatch(b *pgx.Batch, final bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), grp.s.opts.CommitTimeout)
+	defer cancel()
+	start := time.Now()
+	err := grp.tx.SendBatch(ctx, b).Close()
+	if err == nil && final {
+		average(&grp.g.rtt, time.Since(start))
+		grp.tx.finish()
+	}
+	return err
+}
+
+// rollbackTo rolls the group's transaction back to the savepoint name
+// and ends it, after a statement in it failed; a failure of that breaks
+// the group.
+func (grp *group) rollbackTo(name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), grp.s.opts.CommitTimeout)
+	defer cancel()
+	if _, err := grp.tx.q.Exec(ctx, "ROLLBACK TO SAVEPOINT "+name+"; RELEASE SAVEPOINT "+name); err != nil {
+		return grp.breakWith(err, inTransaction)
 	}
 	return nil
 }
@@ -638,19 +738,7 @@ func (grp *group) sendMany() error {
 	queueCommit(b, "COMMIT", &reached)
 	done := 0
 	for _, qq := range b.QueuedQueries {
-		fn := qq.Fn
-		qq.Fn = func(br pgx.BatchResults) error {
-			var err error
-			if fn != nil {
-				err = fn(br)
-			} else {
-				_, err = br.Exec()
-			}
-			if err == nil {
-				done++
-			}
-			return err
-		}
+		qq.Fn = counted(qq.Fn, &done)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
 	err := grp.tx.SendBatch(ctx, b).Close()
@@ -675,9 +763,7 @@ func (grp *group) sendMany() error {
 			return grp.breakWith(err, inTransaction)
 		}
 		seg := segment{member: i, stmts: []stmt{{sql: "SAVEPOINT " + grp.spName(i)}}}
-		for _, qq := range b.QueuedQueries {
-			seg.stmts = append(seg.stmts, stmt{sql: qq.SQL, args: qq.Arguments, fn: qq.Fn})
-		}
+		seg.stmts = append(seg.stmts, stmtsOf(b)...)
 		seg.stmts = append(seg.stmts, stmt{sql: "RELEASE SAVEPOINT " + grp.spName(i)})
 		grp.pending = append(grp.pending, seg)
 	}

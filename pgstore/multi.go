@@ -84,93 +84,21 @@ func columns(rows [][]any, types []string) ([]any, error) {
 		var err error
 		switch t {
 		case "uuid":
-			v := make([]pgtype.UUID, len(rows))
-			for i, r := range rows {
-				switch x := r[c].(type) {
-				case uuid.UUID:
-					v[i] = pgtype.UUID{Bytes: x, Valid: true}
-				case pgtype.UUID:
-					v[i] = x
-				default:
-					err = fmt.Errorf("column %d: %T is not a uuid", c, x)
-				}
-			}
-			out[c] = v
+			out[c], err = column(rows, c, asUUID)
 		case "text":
-			v := make([]string, len(rows))
-			for i, r := range rows {
-				s, ok := r[c].(string)
-				if !ok {
-					err = fmt.Errorf("column %d: %T is not a string", c, r[c])
-				}
-				v[i] = s
-			}
-			out[c] = v
+			out[c], err = column(rows, c, as[string])
 		case "bytea":
-			v := make([][]byte, len(rows))
-			for i, r := range rows {
-				if r[c] != nil {
-					b, ok := r[c].([]byte)
-					if !ok {
-						err = fmt.Errorf("column %d: %T is not bytes", c, r[c])
-					}
-					v[i] = b
-				}
-			}
-			out[c] = v
+			out[c], err = column(rows, c, asBytes)
 		case "int8":
-			v := make([]int64, len(rows))
-			for i, r := range rows {
-				switch x := r[c].(type) {
-				case int64:
-					v[i] = x
-				case int:
-					v[i] = int64(x)
-				default:
-					err = fmt.Errorf("column %d: %T is not an integer", c, x)
-				}
-			}
-			out[c] = v
+			out[c], err = column(rows, c, asInt64)
 		case "int2":
-			v := make([]int16, len(rows))
-			for i, r := range rows {
-				x, ok := r[c].(int16)
-				if !ok {
-					err = fmt.Errorf("column %d: %T is not an int16", c, r[c])
-				}
-				v[i] = x
-			}
-			out[c] = v
+			out[c], err = column(rows, c, as[int16])
 		case "float8":
-			v := make([]float64, len(rows))
-			for i, r := range rows {
-				x, ok := r[c].(float64)
-				if !ok {
-					err = fmt.Errorf("column %d: %T is not a float64", c, r[c])
-				}
-				v[i] = x
-			}
-			out[c] = v
+			out[c], err = column(rows, c, as[float64])
 		case "bool":
-			v := make([]bool, len(rows))
-			for i, r := range rows {
-				x, ok := r[c].(bool)
-				if !ok {
-					err = fmt.Errorf("column %d: %T is not a bool", c, r[c])
-				}
-				v[i] = x
-			}
-			out[c] = v
+			out[c], err = column(rows, c, as[bool])
 		case "timestamptz":
-			v := make([]pgtype.Timestamptz, len(rows))
-			for i, r := range rows {
-				x, ok := r[c].(pgtype.Timestamptz)
-				if !ok {
-					err = fmt.Errorf("column %d: %T is not a timestamptz", c, r[c])
-				}
-				v[i] = x
-			}
-			out[c] = v
+			out[c], err = column(rows, c, as[pgtype.Timestamptz])
 		default:
 			err = fmt.Errorf("column %d: unknown type %s", c, t)
 		}
@@ -179,6 +107,53 @@ func columns(rows [][]any, types []string) ([]any, error) {
 		}
 	}
 	return out, nil
+}
+
+// column is column c of rows, each value converted by conv.
+func column[T any](rows [][]any, c int, conv func(any) (T, bool)) ([]T, error) {
+	v := make([]T, len(rows))
+	for i, r := range rows {
+		x, ok := conv(r[c])
+		if !ok {
+			return nil, fmt.Errorf("column %d: %T is not a %T", c, r[c], x)
+		}
+		v[i] = x
+	}
+	return v, nil
+}
+
+func as[T any](x any) (T, bool) {
+	v, ok := x.(T)
+	return v, ok
+}
+
+func asUUID(x any) (pgtype.UUID, bool) {
+	switch x := x.(type) {
+	case uuid.UUID:
+		return pgtype.UUID{Bytes: x, Valid: true}, true
+	case pgtype.UUID:
+		return x, true
+	}
+	return pgtype.UUID{}, false
+}
+
+// asBytes takes nil as a NULL.
+func asBytes(x any) ([]byte, bool) {
+	if x == nil {
+		return nil, true
+	}
+	b, ok := x.([]byte)
+	return b, ok
+}
+
+func asInt64(x any) (int64, bool) {
+	switch x := x.(type) {
+	case int64:
+		return x, true
+	case int:
+		return int64(x), true
+	}
+	return 0, false
 }
 
 // multiWrite is the writes of several jobs, each over its current
@@ -213,15 +188,7 @@ func (m *multiWrite) add(cur *jobstate.Job, w *jobstate.Write, out *jobstate.Job
 	if err != nil {
 		return false, err
 	}
-	payload, result := w.Job.Payload, w.Job.Result
-	newPayload := !sameBytes(cur.Payload, payload)
-	newResult := !sameBytes(cur.Result, result)
-	if !newPayload {
-		args[5], payload = nil, cur.Payload
-	}
-	if !newResult {
-		args[6], result = nil, cur.Result
-	}
+	payload, result, newPayload, newResult := unchangedBlobs(cur, args)
 	for i := range w.Executions {
 		m.seen[[2]uuid.UUID{id, w.Executions[i].ID}] = true
 		m.execs = append(m.execs, execArgs(id, &w.Executions[i]))

@@ -95,15 +95,7 @@ func (l *listener) subscribe(ctx context.Context, machines []string) (<-chan str
 	ready := l.ready
 	l.mu.Unlock()
 
-	unsubscribe := func() {
-		sub.once.Do(func() {
-			l.mu.Lock()
-			delete(l.subs, sub)
-			close(sub.ch)
-			l.mu.Unlock()
-			close(sub.end)
-		})
-	}
+	unsubscribe := func() { l.drop(sub) }
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -209,12 +201,17 @@ func (l *listener) close() {
 		<-done
 	}
 	for _, sub := range subs {
-		sub.once.Do(func() {
-			l.mu.Lock()
-			delete(l.subs, sub)
-			close(sub.ch)
-			l.mu.Unlock()
-			close(sub.end)
-		})
+		l.drop(sub)
 	}
+}
+
+// drop ends a subscription, once.
+func (l *listener) drop(sub *subscriber) {
+	sub.once.Do(func() {
+		l.mu.Lock()
+		delete(l.subs, sub)
+		close(sub.ch)
+		l.mu.Unlock()
+		close(sub.end)
+	})
 }

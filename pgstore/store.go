@@ -56,8 +56,14 @@ type Options struct {
 	// docs/store.md). Updates that join a caller's transaction (WithTx,
 	// or nested calls) are never grouped. 0 or 1: off.
 	GroupCommit int
-	// GroupCommitters is the number of groups in flight at once, each on
-	// a connection of the pool; 2 when zero.
+	// GroupCommitters bounds the groups in flight at once, each on a
+	// connection of the pool: a group starts at once for the Updates
+	// waiting when none is in flight, and another when they have waited
+	// longer than two of the groups' recent COMMIT round trips (at
+	// least 5 ms), the Updates waiting then shared among the groups that
+	// may start; so on a near server a few large groups share each WAL
+	// flush, and on a far one several overlap their round trips. Three
+	// quarters of the pool's connections (at least 2) when zero.
 	GroupCommitters int
 	// DurableClaims makes a claim (ClaimNext, ClaimBatch) wait for its
 	// WAL flush as every other write does. By default a claim made in a
@@ -150,7 +156,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: pgstore: negative group commit option", jobstate.ErrInvalidArgument)
 	}
 	if opts.GroupCommitters == 0 {
-		opts.GroupCommitters = 2
+		opts.GroupCommitters = max(2, int(pool.Config().MaxConns)*3/4)
 	}
 	s := &Store{pool: pool, opts: opts, schema: opts.schema()}
 	s.sql = newStatements(s.schema)
@@ -211,7 +217,7 @@ func (s *Store) GroupsWrites() bool { return s.group != nil }
 // (unless it is the loss of the call's connection: bodyError); an error
 // of the writes is mapped by wrapErr, labelled what, in the phase
 // endWith gives.
-func (s *Store) inTx(ctx context.Context, what string, body func(tx pgx.Tx) (*pgx.Batch, error)) error {
+func (s *Store) inTx(ctx context.Context, what string, body func(tx *connTx) (*pgx.Batch, error)) error {
 	return s.inTxSync(ctx, what, true, body)
 }
 
@@ -221,8 +227,8 @@ const asyncCommit = "SET LOCAL synchronous_commit = off"
 
 // inTxSync is inTx; with durable false, a transaction of the call's own
 // commits without waiting for its WAL flush.
-func (s *Store) inTxSync(ctx context.Context, what string, durable bool, body func(tx pgx.Tx) (*pgx.Batch, error)) error {
-	var tx pgx.Tx
+func (s *Store) inTxSync(ctx context.Context, what string, durable bool, body func(tx *connTx) (*pgx.Batch, error)) error {
+	var tx *connTx
 	if o := outer(ctx, s.pool); o != nil {
 		if _, bad := o.(nilTx); bad {
 			return fmt.Errorf("pgstore: %s: %w", what, errNilTx)
@@ -305,57 +311,35 @@ func (s *Store) exists(ctx context.Context, what string, id uuid.UUID) error {
 
 // Executions implements jobstate.Store.
 func (s *Store) Executions(ctx context.Context, id uuid.UUID) ([]jobstate.Execution, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	rows, err := s.q(ctx).Query(ctx, s.sql.execs, id)
-	if err != nil {
-		return nil, s.fail(ctx, "executions", err)
-	}
-	out, err := scanExecs(rows)
-	if err != nil {
-		return nil, s.fail(ctx, "executions", err)
-	}
-	if len(out) == 0 {
-		return nil, s.exists(ctx, "executions", id)
-	}
-	return out, nil
+	return readOf(ctx, s, "executions", s.sql.execs, id, scanExecs)
 }
 
 // History implements jobstate.Store.
 func (s *Store) History(ctx context.Context, id uuid.UUID) ([]jobstate.Transition, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	rows, err := s.q(ctx).Query(ctx, s.sql.history, id)
-	if err != nil {
-		return nil, s.fail(ctx, "history", err)
-	}
-	out, err := scanTransitions(rows)
-	if err != nil {
-		return nil, s.fail(ctx, "history", err)
-	}
-	if len(out) == 0 {
-		return nil, s.exists(ctx, "history", id)
-	}
-	return out, nil
+	return readOf(ctx, s, "history", s.sql.history, id, scanTransitions)
 }
 
 // Effects implements jobstate.Store.
 func (s *Store) Effects(ctx context.Context, id uuid.UUID) ([]jobstate.EffectRecord, error) {
+	return readOf(ctx, s, "effects", s.sql.effects, id, scanEffects)
+}
+
+// readOf runs the read what (sql, of job id) and scans its rows; no row
+// is ErrNotFound for an unknown job, else an empty list.
+func readOf[T any](ctx context.Context, s *Store, what, sql string, id uuid.UUID, scan func(pgx.Rows) ([]T, error)) ([]T, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rows, err := s.q(ctx).Query(ctx, s.sql.effects, id)
+	rows, err := s.q(ctx).Query(ctx, sql, id)
 	if err != nil {
-		return nil, s.fail(ctx, "effects", err)
+		return nil, s.fail(ctx, what, err)
 	}
-	out, err := scanEffects(rows)
+	out, err := scan(rows)
 	if err != nil {
-		return nil, s.fail(ctx, "effects", err)
+		return nil, s.fail(ctx, what, err)
 	}
 	if len(out) == 0 {
-		return nil, s.exists(ctx, "effects", id)
+		return nil, s.exists(ctx, what, id)
 	}
 	return out, nil
 }
@@ -551,9 +535,12 @@ func newStatements(schema string) statements {
  ORDER BY wake_at, wake_ns, id LIMIT $6`),
 		// The job's rows in the other tables go in the same statement
 		// (the schema has no foreign keys to cascade: see migration 2).
-		prune: r.Replace(`WITH d AS (DELETE FROM {jobs} WHERE id IN (
- SELECT id FROM {jobs} WHERE kind = 'terminal' AND (completed_at, completed_ns) < ($1, $2)
- ORDER BY completed_at, completed_ns, id LIMIT $3 FOR UPDATE SKIP LOCKED) RETURNING id),
+		// The jobs to delete are chosen once (a materialized CTE): a
+		// subquery under IN may be run again by the plan, each run
+		// locking and returning further rows past the limit.
+		prune: r.Replace(`WITH s AS MATERIALIZED (SELECT id FROM {jobs} WHERE kind = 'terminal' AND (completed_at, completed_ns) < ($1, $2)
+ ORDER BY completed_at, completed_ns, id LIMIT $3 FOR UPDATE SKIP LOCKED),
+ d AS (DELETE FROM {jobs} j USING s WHERE j.id = s.id RETURNING j.id),
  e AS (DELETE FROM {executions} x USING d WHERE x.job_id = d.id),
  t AS (DELETE FROM {transitions} x USING d WHERE x.job_id = d.id),
  f AS (DELETE FROM {effects} x USING d WHERE x.job_id = d.id),
@@ -564,7 +551,7 @@ SELECT count(*) FROM d`),
 SELECT c.* FROM c WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::text, true) FROM c) IS NOT NULL`),
 		lockNowait:  r.Replace(`SELECT {job} FROM {jobs} WHERE id = $1 FOR NO KEY UPDATE NOWAIT`),
 		snapExecs:   r.Replace(`SELECT {exec} FROM {executions} WHERE job_id = $1 ORDER BY attempt, seq`),
-		snapEffects: r.Replace(`SELECT {effect} FROM {effects} WHERE job_id = $1 ORDER BY seq`),
+		snapEffects: r.Replace(`SELECT job_id, {effect} FROM {effects} WHERE job_id = $1 ORDER BY seq`),
 		keyLock:     `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
 		holder:      r.Replace(`SELECT {job} FROM {jobs} WHERE id = (SELECT job_id FROM {keys} WHERE machine = $1 AND key = $2)`),
 		// A write's statements go to the server with its COMMIT, so every

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -122,14 +121,16 @@ var ErrTxOwned = errors.New("pgstore: the store's transaction is ended by the st
 
 // lazyTx is the transaction a store function sees. Its savepoints are
 // taken lazily: Savepoint only notes one, and the SAVEPOINT statements
-// are sent just before the next statement that runs through the
-// transaction, so an effect that writes nothing costs no round trip.
+// go to the server in front of the next statement that runs through the
+// transaction, in its round trip, so an effect that writes nothing costs
+// nothing; ending a savepoint (RELEASE, or ROLLBACK TO) likewise travels
+// with the next statement, or with the COMMIT.
 type lazyTx struct {
-	inner pgx.Tx
+	inner *connTx
 	stack []savepoint
 	n     int
 	// In a group (group commit): before runs before any statement is
-	// sent (it sends the group's pending writes and the member's
+	// sent (it sends the group's pending writes and queues the member's
 	// savepoint), nested is called when a nested transaction begins (a
 	// store call joining this one), and detach keeps a statement, once
 	// sent, from being interrupted by its context, which would end the
@@ -137,6 +138,9 @@ type lazyTx struct {
 	before func(ctx context.Context) error
 	nested func()
 	detach bool
+	// exec, when set, runs a statement of Exec (in a group: with the
+	// group's pending writes, in one round trip).
+	exec func(ctx context.Context, sql string, args []any) (pgconn.CommandTag, error)
 }
 
 type savepoint struct {
@@ -147,29 +151,28 @@ type savepoint struct {
 
 var _ pgx.Tx = (*lazyTx)(nil)
 
-func newLazyTx(inner pgx.Tx) *lazyTx { return &lazyTx{inner: inner} }
+func newLazyTx(inner *connTx) *lazyTx { return &lazyTx{inner: inner} }
 
-// flush sends the savepoints noted but not sent yet.
+// flush queues the savepoints noted but not sent yet, to go with the
+// statement that follows.
 func (l *lazyTx) flush(ctx context.Context) error {
 	if l.before != nil {
 		if err := l.before(ctx); err != nil {
 			return err
 		}
 	}
-	var b strings.Builder
+	l.queueSavepoints()
+	return nil
+}
+
+// queueSavepoints queues the savepoints noted but not sent yet.
+func (l *lazyTx) queueSavepoints() {
 	for i := range l.stack {
 		if !l.stack[i].sent {
-			b.WriteString("SAVEPOINT " + l.stack[i].name + ";")
+			l.inner.queue("SAVEPOINT " + l.stack[i].name)
 			l.stack[i].sent = true
 		}
 	}
-	if b.Len() == 0 {
-		return nil
-	}
-	if _, err := l.inner.Exec(ctx, b.String()); err != nil {
-		return fmt.Errorf("pgstore: savepoint: %w", err)
-	}
-	return nil
 }
 
 // Savepoint implements jobstate.Savepointer. Savepoints must be ended in
@@ -188,17 +191,12 @@ func (l *lazyTx) Savepoint(context.Context) (func(keep bool) error, error) {
 		if !sp.sent {
 			return nil
 		}
-		// The statements run whatever the context: a savepoint must be
-		// ended for the transaction to go on.
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		defer cancel()
-		sql := "RELEASE SAVEPOINT " + name
+		// Sent with what follows: the transaction cannot go on without
+		// it, so it goes first whatever comes next.
 		if !keep {
-			sql = "ROLLBACK TO SAVEPOINT " + name + "; RELEASE SAVEPOINT " + name
+			l.inner.queue("ROLLBACK TO SAVEPOINT " + name)
 		}
-		if _, err := l.inner.Exec(ctx, sql); err != nil {
-			return fmt.Errorf("pgstore: ending savepoint: %w", err)
-		}
+		l.inner.queue("RELEASE SAVEPOINT " + name)
 		return nil
 	}, nil
 }
@@ -289,6 +287,10 @@ func (l *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	ctx, err := l.sctx(ctx)
 	if err != nil {
 		return pgconn.CommandTag{}, err
+	}
+	if l.exec != nil && !withOptions(args) {
+		l.queueSavepoints()
+		return l.exec(ctx, sql, args)
 	}
 	if err := l.flush(ctx); err != nil {
 		return pgconn.CommandTag{}, err

@@ -25,7 +25,7 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 	}
 	var out jobstate.Job
 	created := false
-	err := s.inTx(ctx, "create", func(tx pgx.Tx) (*pgx.Batch, error) {
+	err := s.inTx(ctx, "create", func(tx *connTx) (*pgx.Batch, error) {
 		var existing *jobstate.Job
 		if key != "" {
 			lockKey := fmt.Sprintf("jobstate.key:%d:%s:%d:%s:%s", len(s.schema), s.schema, len(machine), machine, key)
@@ -63,7 +63,7 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 			out = *existing
 			return nil, nil
 		}
-		if err := checkNew(w); err != nil {
+		if err := jobstate.CheckNew(*w); err != nil {
 			return nil, err
 		}
 		b := &pgx.Batch{}
@@ -89,17 +89,6 @@ func (s *Store) fnContext(ctx context.Context, lazy *lazyTx) context.Context {
 	return jobstate.ContextWithSavepointer(ctx, lazy)
 }
 
-// checkNew checks a write that creates a job.
-func checkNew(w *jobstate.Write) error {
-	if w.Job.ID == uuid.Nil {
-		return fmt.Errorf("%w: new job has no id", jobstate.ErrInvalidArgument)
-	}
-	if w.Job.Version < 1 {
-		return fmt.Errorf("%w: new job %s has version %d", jobstate.ErrVersionConflict, w.Job.ID, w.Job.Version)
-	}
-	return checkWrite(&jobstate.Job{ID: w.Job.ID}, nil, nil, w)
-}
-
 // Update implements jobstate.Store: the job row is locked (FOR NO KEY
 // UPDATE), its executions and effects read after the lock, fn called, and
 // the write applied in one round trip, the job's row guarded by its
@@ -121,12 +110,18 @@ func (s *Store) Update(ctx context.Context, id uuid.UUID, fn jobstate.UpdateFunc
 // the caller's).
 func (s *Store) updateAlone(ctx context.Context, id uuid.UUID, fn jobstate.UpdateFunc) (jobstate.Job, error) {
 	var out jobstate.Job
-	err := s.inTx(ctx, "update", func(tx pgx.Tx) (*pgx.Batch, error) {
-		snap, err := s.lockSnapshot(ctx, tx, id, s.sql.lock)
+	err := s.inTx(ctx, "update", func(tx *connTx) (*pgx.Batch, error) {
+		snaps, err := s.loadSnapshots(ctx, tx, snapshotQuery{
+			lock: s.sql.lock, lockArgs: []any{id},
+			execs: s.sql.snapExecs, effects: s.sql.snapEffects, readArgs: []any{id},
+		})
 		if err != nil {
-			return nil, err
+			return nil, s.fail(ctx, "update: locking the job", err)
 		}
-		return s.prepareFn(ctx, tx, snap, fn, &out)
+		if len(snaps) == 0 {
+			return nil, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
+		}
+		return s.callFn(ctx, tx, &snaps[0], fn, &out)
 	})
 	if err != nil {
 		return jobstate.Job{}, err
@@ -134,28 +129,48 @@ func (s *Store) updateAlone(ctx context.Context, id uuid.UUID, fn jobstate.Updat
 	return out, nil
 }
 
-// lockSnapshot locks the job with lockSQL and reads its snapshot, the
-// executions and effects in statements after the lock (one round trip).
-func (s *Store) lockSnapshot(ctx context.Context, tx pgx.Tx, id uuid.UUID, lockSQL string) (*jobstate.Snapshot, error) {
+// snapshotQuery is what loadSnapshots sends: a statement that locks jobs
+// (the job of an Update, a claim's candidates, a group's jobs), then the
+// reads of their executions and effects, later statements of the same
+// batch, which therefore run once the locks are granted and see what the
+// previous holders committed.
+type snapshotQuery struct {
+	prefix         string // a statement sent first ("": none)
+	lock           string
+	lockArgs       []any
+	execs, effects string // each row led by its job's id
+	readArgs       []any
+}
+
+// loadSnapshots runs sq in one round trip on q and returns the snapshots
+// of the jobs locked, in the order the lock statement returned them. Its
+// errors are the driver's.
+func (s *Store) loadSnapshots(ctx context.Context, q querier, sq snapshotQuery) ([]jobstate.Snapshot, error) {
 	b := &pgx.Batch{}
-	b.Queue(lockSQL, id)
-	b.Queue(s.sql.snapExecs, id)
-	b.Queue(s.sql.snapEffects, id)
-	br := tx.SendBatch(ctx, b)
-	snap, err := readSnapshot(br)
+	if sq.prefix != "" {
+		b.Queue(sq.prefix)
+	}
+	b.Queue(sq.lock, sq.lockArgs...)
+	b.Queue(sq.execs, sq.readArgs...)
+	b.Queue(sq.effects, sq.readArgs...)
+	br := q.SendBatch(ctx, b)
+	snaps, err := readSnapshots(br, sq.prefix != "")
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return nil, s.fail(ctx, "update: locking the job", err)
+		return nil, err
 	}
-	if snap == nil {
-		return nil, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
-	}
-	return snap, nil
+	return snaps, nil
 }
 
-func readSnapshot(br pgx.BatchResults) (*jobstate.Snapshot, error) {
+// readSnapshots reads the answers of loadSnapshots' batch.
+func readSnapshots(br pgx.BatchResults, prefix bool) ([]jobstate.Snapshot, error) {
+	if prefix {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
 	rows, err := br.Query()
 	if err != nil {
 		return nil, err
@@ -164,6 +179,12 @@ func readSnapshot(br pgx.BatchResults) (*jobstate.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	at := make(map[uuid.UUID]int, len(jobs))
+	snaps := make([]jobstate.Snapshot, len(jobs))
+	for i, j := range jobs {
+		at[j.ID] = i
+		snaps[i].Job = j
+	}
 	if rows, err = br.Query(); err != nil {
 		return nil, err
 	}
@@ -171,44 +192,67 @@ func readSnapshot(br pgx.BatchResults) (*jobstate.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, x := range execs {
+		if i, ok := at[x.JobID]; ok {
+			snaps[i].Executions = append(snaps[i].Executions, x)
+		}
+	}
 	if rows, err = br.Query(); err != nil {
 		return nil, err
 	}
-	effects, err := scanEffects(rows)
-	if err != nil {
-		return nil, err
+	defer rows.Close()
+	for rows.Next() {
+		var id uuid.UUID
+		e, err := scanEffect(rows, &id)
+		if err != nil {
+			return nil, err
+		}
+		if i, ok := at[id]; ok {
+			snaps[i].Effects = append(snaps[i].Effects, e)
+		}
 	}
-	if len(jobs) == 0 {
-		return nil, nil
-	}
-	return &jobstate.Snapshot{Job: jobs[0], Executions: execs, Effects: effects}, nil
+	return snaps, rows.Err()
 }
 
-// prepareFn calls fn on the locked snapshot, checks its write and returns
-// the batch that applies it (nil when it changes nothing, *out then being
-// the current job). *out is set when the batch has run.
-func (s *Store) prepareFn(ctx context.Context, tx pgx.Tx, snap *jobstate.Snapshot, fn jobstate.UpdateFunc, out *jobstate.Job) (*pgx.Batch, error) {
-	lazy := newLazyTx(tx)
-	w, err := fn(s.fnContext(ctx, lazy), *snap)
+// callFn calls fn on the locked snapshot in tx and returns the batch that
+// applies its write (nil when it changes nothing, *out then being the
+// current job). *out is set when the batch has run.
+func (s *Store) callFn(ctx context.Context, tx *connTx, snap *jobstate.Snapshot, fn jobstate.UpdateFunc, out *jobstate.Job) (*pgx.Batch, error) {
+	w, err := fn(s.fnContext(ctx, newLazyTx(tx)), *snap)
 	if err != nil {
-		return nil, err
-	}
-	cur := &snap.Job
-	if w.Job.ID != cur.ID {
-		return nil, fmt.Errorf("%w: write for job %s applied to job %s", jobstate.ErrInvalidArgument, w.Job.ID, cur.ID)
-	}
-	if w.Job.Version == cur.Version && len(w.Transitions) == 0 && len(w.Executions) == 0 && len(w.Effects) == 0 {
-		*out = *cur
-		return nil, nil
-	}
-	if err := checkWrite(cur, snap.Executions, snap.Effects, &w); err != nil {
 		return nil, err
 	}
 	b := &pgx.Batch{}
-	if err := s.queueWrite(b, cur, &w, out); err != nil {
+	if err := s.stage(snap, &w, out, nil, b); err != nil {
 		return nil, err
 	}
+	if b.Len() == 0 {
+		return nil, nil
+	}
 	return b, nil
+}
+
+// stage checks w, the write a function returned over snap, against the
+// Store contract (jobstate.CheckWrite) and stages it: in many, when many
+// is not nil and w can go with the others, else as statements queued on
+// b. *out gets the job as written once they have run; a write that
+// changes nothing stages nothing, and *out is the current job.
+func (s *Store) stage(snap *jobstate.Snapshot, w *jobstate.Write, out *jobstate.Job, many *multiWrite, b *pgx.Batch) error {
+	cur := &snap.Job
+	if w.Job.ID == cur.ID && w.Job.Version == cur.Version && len(w.Transitions) == 0 && len(w.Executions) == 0 && len(w.Effects) == 0 {
+		*out = *cur
+		return nil
+	}
+	if err := jobstate.CheckWrite(*snap, *w); err != nil {
+		return err
+	}
+	if many != nil {
+		ok, err := many.add(cur, w, out)
+		if err != nil || ok {
+			return err
+		}
+	}
+	return s.queueWrite(b, cur, w, out)
 }
 
 // queueWrite queues the statements of w on b: the job (inserted when cur
@@ -241,14 +285,8 @@ func (s *Store) queueWrite(b *pgx.Batch, cur *jobstate.Job, w *jobstate.Write, o
 	if cur == nil {
 		b.Queue(s.sql.insertJob, args...).QueryRow(scan)
 	} else {
-		newPayload := !sameBytes(cur.Payload, payload)
-		newResult := !sameBytes(cur.Result, result)
-		if !newPayload {
-			args[5], payload = nil, cur.Payload
-		}
-		if !newResult {
-			args[6], result = nil, cur.Result
-		}
+		var newPayload, newResult bool
+		payload, result, newPayload, newResult = unchangedBlobs(cur, args)
 		// The update returns only its guard (a division by zero unless
 		// the job was updated at the version read); the job as written
 		// is known here, as the server stores it.
@@ -278,6 +316,24 @@ func (s *Store) queueWrite(b *pgx.Batch, cur *jobstate.Job, w *jobstate.Write, o
 	return nil
 }
 
+// unchangedBlobs leaves out of args (jobArgs of a write over cur) the
+// payload and the result when they are as cur has them, so that they do
+// not cross the network again, and returns the payload and result as
+// written and whether each is sent.
+func unchangedBlobs(cur *jobstate.Job, args []any) (payload, result []byte, newPayload, newResult bool) {
+	payload, _ = args[5].([]byte)
+	result, _ = args[6].([]byte)
+	newPayload = !sameBytes(cur.Payload, payload)
+	newResult = !sameBytes(cur.Result, result)
+	if !newPayload {
+		args[5], payload = nil, cur.Payload
+	}
+	if !newResult {
+		args[6], result = nil, cur.Result
+	}
+	return payload, result, newPayload, newResult
+}
+
 // sameBytes reports whether a and b are the same value as stored: equal
 // bytes, and both nil (NULL) or both not.
 func sameBytes(a, b []byte) bool {
@@ -292,75 +348,4 @@ func becameReady(cur, next *jobstate.Job) bool {
 		return false
 	}
 	return cur == nil || cur.Kind != jobstate.KindReady || !cur.NotBefore.Equal(next.NotBefore)
-}
-
-// checkWrite enforces the store's constraints on w against the current
-// job, executions and effects, before anything is sent: the database's
-// constraints are the second line.
-func checkWrite(cur *jobstate.Job, execs []jobstate.Execution, effects []jobstate.EffectRecord, w *jobstate.Write) error {
-	if w.Job.Version <= cur.Version {
-		return fmt.Errorf("%w: job %s: write of version %d over version %d", jobstate.ErrVersionConflict, cur.ID, w.Job.Version, cur.Version)
-	}
-	last := cur.Version
-	for _, t := range w.Transitions {
-		if t.JobID != cur.ID {
-			return fmt.Errorf("%w: transition for job %s in a write for job %s", jobstate.ErrInvalidArgument, t.JobID, cur.ID)
-		}
-		if t.Version <= last || t.Version > w.Job.Version {
-			return fmt.Errorf("%w: job %s: transition version %d outside (%d, %d]", jobstate.ErrVersionConflict, cur.ID, t.Version, last, w.Job.Version)
-		}
-		last = t.Version
-	}
-	committed := uuid.Nil
-	note := func(x *jobstate.Execution) error {
-		if x.Status != jobstate.ExecCommitted && x.Status != jobstate.ExecDone {
-			return nil
-		}
-		if committed != uuid.Nil && committed != x.ID {
-			return &jobstate.CommitError{JobID: cur.ID, ExecID: x.ID, Winner: committed}
-		}
-		committed = x.ID
-		return nil
-	}
-	for i := range execs {
-		if execIndex(w.Executions, execs[i].ID) < 0 {
-			if err := note(&execs[i]); err != nil {
-				return err
-			}
-		}
-	}
-	for i := range w.Executions {
-		x := &w.Executions[i]
-		if x.JobID != cur.ID {
-			return fmt.Errorf("%w: execution %s of job %s in a write for job %s", jobstate.ErrInvalidArgument, x.ID, x.JobID, cur.ID)
-		}
-		if x.ID == uuid.Nil {
-			return fmt.Errorf("%w: execution without id", jobstate.ErrInvalidArgument)
-		}
-		if err := note(x); err != nil {
-			return err
-		}
-	}
-	for i, ef := range w.Effects {
-		dup := false
-		for _, old := range effects {
-			dup = dup || old.Name == ef.Name
-		}
-		for _, other := range w.Effects[:i] {
-			dup = dup || other.Name == ef.Name
-		}
-		if dup {
-			return fmt.Errorf("%w: job %s: effect %q", jobstate.ErrEffectApplied, cur.ID, ef.Name)
-		}
-	}
-	return nil
-}
-
-func execIndex(list []jobstate.Execution, id uuid.UUID) int {
-	for i := range list {
-		if list[i].ID == id {
-			return i
-		}
-	}
-	return -1
 }

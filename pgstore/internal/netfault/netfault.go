@@ -94,15 +94,27 @@ func (p *Proxy) SetLatency(d time.Duration) {
 // Partition resets every live connection and refuses new ones (the
 // listener is closed: a connect is refused by the system) until Heal.
 func (p *Proxy) Partition() {
+	p.cut(func() bool {
+		if p.closed || p.partitioned {
+			return false
+		}
+		p.partitioned = true
+		return true
+	})
+}
+
+// cut closes the listener and resets every live connection, when mark
+// (called with p.mu held) says so.
+func (p *Proxy) cut(mark func() bool) {
 	p.mu.Lock()
-	if p.closed || p.partitioned {
+	if !mark() {
 		p.mu.Unlock()
 		return
 	}
-	p.partitioned = true
 	ln := p.ln
 	p.ln = nil
 	links := p.takeLinks()
+	p.cond.Broadcast()
 	p.mu.Unlock()
 	if ln != nil {
 		_ = ln.Close()
@@ -168,24 +180,13 @@ func (p *Proxy) Stats() (accepted, resets int64) {
 // Close stops listening, resets every connection and waits for the
 // proxy's goroutines to end.
 func (p *Proxy) Close() {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return
-	}
-	p.closed = true
-	ln := p.ln
-	p.ln = nil
-	links := p.takeLinks()
-	p.hung = false
-	p.cond.Broadcast()
-	p.mu.Unlock()
-	if ln != nil {
-		_ = ln.Close()
-	}
-	for _, l := range links {
-		l.reset()
-	}
+	p.cut(func() bool {
+		if p.closed {
+			return false
+		}
+		p.closed, p.hung = true, false
+		return true
+	})
 	p.wg.Wait()
 }
 
