@@ -227,13 +227,24 @@ func (w *Worker) start(t *Task) (bool, error) {
 }
 
 // end makes the write that ends t's execution: in the background when
-// commits ahead are allowed (the caller's slot is then free at once),
-// waiting for a token when as many are in flight, and in the caller's
-// goroutine when none are allowed. t is in the finishing state, so
-// shutdown never gives its lease back.
+// commits ahead are allowed and the pace leaves room for one more (the
+// caller's slot is then free at once), waiting for a token when as many
+// are in flight as WithCommitsAhead allows; in the caller's goroutine
+// when none are allowed or the pace leaves no room. t is in the
+// finishing state, so shutdown never gives its lease back.
 func (w *Worker) end(t *Task, write func()) {
 	if cap(w.ahead) == 0 {
 		write()
+		return
+	}
+	timed := func() {
+		left := t.Lease().ExpiresAt.Sub(w.eng.Now())
+		began := time.Now()
+		write()
+		w.pace.took(began, time.Since(began), left)
+	}
+	if !w.pace.room(w.pending.Load()) {
+		timed()
 		return
 	}
 	w.ahead <- struct{}{}
@@ -241,7 +252,7 @@ func (w *Worker) end(t *Task, write func()) {
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		write()
+		timed()
 		<-w.ahead
 		if w.pending.Add(-1) == 0 && w.draining() {
 			w.poke()

@@ -50,6 +50,8 @@ type Worker struct {
 	ahead chan struct{}
 	// pending counts those writes, for Drain's end test.
 	pending atomic.Int64
+	// pace bounds them further by how long they take (pace.go).
+	pace *pace
 	// batch is set when the store claims in batches: claims (the claim
 	// loop's, or a finishing handler goroutine's) then take jobs for all
 	// the machine's free slots at once, one claim of a machine at a time,
@@ -189,6 +191,7 @@ func New(eng *jobstate.Engine, opts ...Option) (*Worker, error) {
 		poll: c.poll, sweep: c.sweep, grace: c.grace, jitter: c.jitter,
 		wake: make(chan struct{}, 1), tasks: make(map[*Task]struct{}), budget: -1,
 		ahead:   make(chan struct{}, c.ahead),
+		pace:    newPace(c.ahead, c.concurrency),
 		graceCh: make(chan struct{}), hardCh: make(chan struct{}), done: make(chan struct{}),
 		out: outage{log: log, now: eng.Now},
 	}, nil
