@@ -3,6 +3,7 @@ module github.com/jobstate/jobstate
 go 1.23
 
 require (
+	github.com/google/btree v1.1.3
 	github.com/google/uuid v1.6.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/stretchr/testify v1.12.1

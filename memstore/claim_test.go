@@ -32,8 +32,7 @@ func claimOrder(a, b jobstate.Job) int {
 }
 
 // TestClaimPriorityOvertakesOlder: a high-priority job is claimed before
-// older low-priority ones, even when they were due earlier. (The former
-// order put not-before first.)
+// older low-priority ones, even when they were due earlier.
 func TestClaimPriorityOvertakesOlder(t *testing.T) {
 	s := New()
 	var low []uuid.UUID
@@ -51,8 +50,7 @@ func TestClaimPriorityOvertakesOlder(t *testing.T) {
 
 // TestClaimRetriedNotStarved: among equal priorities the job due earlier
 // wins, so a retried job whose backoff has ended is claimed before fresh
-// jobs created after that; a stream of them cannot starve it. (The former
-// order put every job without a not-before first.)
+// jobs created after that; a stream of them cannot starve it.
 func TestClaimRetriedNotStarved(t *testing.T) {
 	s := New()
 	retried := readyJob("m", sec(0))
@@ -72,7 +70,7 @@ func TestClaimRetriedNotStarved(t *testing.T) {
 }
 
 // TestClaimNeverOffersNotDue: a job not yet due is never offered, even
-// after a claim at a later time moved it to the available heap and the
+// after a claim at a later time moved it to the available tree and the
 // claim time goes back; it is not lost either.
 func TestClaimNeverOffersNotDue(t *testing.T) {
 	s := New()

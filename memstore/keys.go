@@ -8,11 +8,11 @@ type keyID struct{ machine, key string }
 // keyLocks holds one lock per key that a Create is using, so that a
 // Create's function runs under a lock no other key shares: it may create
 // jobs under other keys. A key's lock exists while some Create holds or
-// waits for it, and is then removed.
+// waits for it, so the map holds no more locks than there are Creates
+// under way.
 type keyLocks struct {
 	mu    sync.Mutex
 	locks map[keyID]*keyLock
-	peak  int // the most locks held at once since locks was made
 }
 
 type keyLock struct {
@@ -30,7 +30,6 @@ func (kl *keyLocks) lock(k keyID) *keyLock {
 	if l == nil {
 		l = &keyLock{}
 		kl.locks[k] = l
-		kl.peak = max(kl.peak, len(kl.locks))
 	}
 	l.refs++
 	kl.mu.Unlock()
@@ -38,18 +37,12 @@ func (kl *keyLocks) lock(k keyID) *keyLock {
 	return l
 }
 
-// unlock unlocks k, removing its lock when no one else wants it. A map
-// that once held many locks is dropped when it empties, so that its room
-// is given back.
+// unlock unlocks k, and removes its lock when no other Create wants it.
 func (kl *keyLocks) unlock(k keyID, l *keyLock) {
 	l.mu.Unlock()
 	kl.mu.Lock()
-	l.refs--
-	if l.refs == 0 {
+	if l.refs--; l.refs == 0 {
 		delete(kl.locks, k)
-		if len(kl.locks) == 0 && kl.peak > 64 {
-			kl.locks, kl.peak = nil, 0
-		}
 	}
 	kl.mu.Unlock()
 }

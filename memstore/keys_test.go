@@ -31,8 +31,8 @@ func finishes(t *testing.T, bound time.Duration, run func()) {
 
 // TestNestedCreatesDistinctKeys: a Create's function may create a job
 // under another key (a creation effect creating further jobs), and update
-// another job, since it holds the lock of its own key only. (With the 64
-// striped key locks used before, one nested Create in 64 deadlocked.)
+// another job, since it holds the lock of its own key only: no lock is
+// shared between keys, so no nesting deadlocks.
 func TestNestedCreatesDistinctKeys(t *testing.T) {
 	s := New()
 	ctx := context.Background()

@@ -1,39 +1,38 @@
 package memstore
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/google/btree"
 
 	"github.com/jobstate/jobstate"
 )
 
 // List implements jobstate.Lister from the store's listing indexes, under
-// the store's read lock. The indexes are built by the first List (which
-// holds the store's lock for writing while it indexes every job) and kept
-// from then on: two to four O(log n) index updates per write, none for a
-// store that is never listed. Then:
+// the store's read lock; the first List builds them (see startListing).
+// It reads one or more segments of an index (the jobs of one group, in
+// time order) and keeps the first q.Limit jobs of them all that pass every
+// filter:
 //
-//   - With a Key: the jobs created with that key (a handful), filtered and
-//     sorted.
-//   - With an Owner, by creation time: the owner's index, from the cursor.
-//     By update time: the owner's jobs, filtered and sorted (O(k log k)
-//     for the owner's k jobs).
-//   - Otherwise: the per-state indexes of the machine asked for (of every
-//     machine when none is), of the states asked for (all when none are),
-//     in the order asked for, merged from the cursor: O(s log n) to start
-//     in s indexes, then O(s) per job looked at.
+//   - With a Key: the jobs created with that key, by creation time.
+//   - Otherwise, with an Owner: the owner's jobs, by creation time.
+//   - Otherwise: for the machine asked for (every machine when none is)
+//     and each state asked for (every state when none is), the jobs in
+//     that state, by creation or by update time as the order asks.
 //
-// The time range of the order's own time (CreatedFrom and CreatedTo by
-// creation time, UpdatedFrom and UpdatedTo by update time) bounds the walk.
-// Every other filter (kinds, outcomes, the other ranges, an owner beside a
-// key) is checked job by job: a page costs O(page) jobs looked at when the
+// A segment in the order asked for is read from the cursor (or the near
+// bound of the order's own time range) until q.Limit of its jobs passed
+// the filters: a page costs a logarithmic search in each of its s
+// segments, then the jobs looked at, which are at most s pages when the
 // indexed filters are the selective ones, and more by the jobs the other
-// filters pass over.
+// filters (kinds, outcomes, the other time ranges, an owner beside a key)
+// pass over. A key's or an owner's jobs listed by update time are read
+// whole and sorted: a cost in that key's or owner's jobs, not in the jobs
+// stored.
 func (s *Store) List(ctx context.Context, q jobstate.ListQuery) ([]jobstate.Job, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -44,7 +43,7 @@ func (s *Store) List(ctx context.Context, q jobstate.ListQuery) ([]jobstate.Job,
 	if q.Order != "" && q.Order != jobstate.OrderCreated && q.Order != jobstate.OrderUpdated {
 		return nil, fmt.Errorf("%w: list: unknown order %q", jobstate.ErrInvalidArgument, q.Order)
 	}
-	w := newListWalk(&q)
+	l := newListing(&q)
 	s.mu.RLock()
 	if !s.listing {
 		s.mu.RUnlock()
@@ -52,218 +51,157 @@ func (s *Store) List(ctx context.Context, q jobstate.ListQuery) ([]jobstate.Job,
 		s.mu.RLock()
 	}
 	defer s.mu.RUnlock()
+	var found []*entry
+	for _, seg := range s.segments(&q) {
+		found = append(found, l.read(seg)...)
+	}
+	slices.SortFunc(found, l.compare)
+	out := make([]jobstate.Job, 0, min(len(found), q.Limit))
+	for _, e := range found[:min(len(found), q.Limit)] {
+		out = append(out, e.job)
+	}
+	return out, nil
+}
+
+// segment is the part of an index that holds one group's jobs, and
+// whether the index orders them by update time (else by creation time).
+type segment struct {
+	tree    *btree.BTreeG[item]
+	group   string
+	updated bool
+}
+
+// segments returns the segments that hold every job q can list. Caller
+// holds mu.
+func (s *Store) segments(q *jobstate.ListQuery) []segment {
 	switch {
 	case q.Key != "":
-		return w.entries(s.lists.keys[q.Key]), nil
-	case q.Owner != "" && w.updated:
-		set := s.lists.owners[q.Owner]
-		if set == nil {
-			return nil, nil
-		}
-		var list []*entry
-		for _, blk := range set.blocks {
-			for _, it := range blk {
-				list = append(list, it.e)
-			}
-		}
-		return w.entries(list), nil
+		return []segment{{tree: s.keyed, group: q.Key}}
 	case q.Owner != "":
-		if set := s.lists.owners[q.Owner]; set != nil {
-			return w.merge([]*sortedSet{set}), nil
-		}
-		return nil, nil
+		return []segment{{tree: s.owners, group: q.Owner}}
 	}
-	var sets []*sortedSet
-	add := func(m *machine) {
-		pick := func(sl *stateLists) {
-			if w.updated {
-				sets = append(sets, &sl.updated)
-			} else {
-				sets = append(sets, &sl.created)
-			}
-		}
-		if len(q.States) == 0 {
-			for _, sl := range m.lists {
-				pick(sl)
-			}
-			return
-		}
-		for i, st := range q.States {
-			if sl := m.lists[st]; sl != nil && !slices.Contains(q.States[:i], st) {
-				pick(sl)
-			}
-		}
-	}
+	var names []string
 	if q.Machine != "" {
-		if m := s.machines[q.Machine]; m != nil {
-			add(m)
+		names = []string{q.Machine}
+	}
+	updated := q.Order == jobstate.OrderUpdated
+	var out []segment
+	for _, m := range s.selectMachines(names) {
+		tree := m.created
+		if updated {
+			tree = m.updated
 		}
-	} else {
-		for _, m := range s.machines {
-			add(m)
+		states := q.States
+		if len(states) == 0 {
+			states = slices.Collect(maps.Keys(m.counts))
+		}
+		for i, st := range states {
+			if m.counts[st] > 0 && !slices.Contains(states[:i], st) {
+				out = append(out, segment{tree: tree, group: string(st), updated: updated})
+			}
 		}
 	}
-	return w.merge(sets), nil
+	return out
 }
 
-// startListing builds the listing indexes, once: a store that is never
-// listed does not pay for keeping them. It holds the store's lock for
-// writing while it indexes every job (O(n log n), about a second per
-// million jobs).
-func (s *Store) startListing() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.listing {
-		return
-	}
-	s.jobs.each(func(_ uuid.UUID, e *entry) { s.relist(e) })
-	s.listing = true
+// listing is one List call: its query, the time it orders by, the range
+// [from, to) of that time, and the cursor, if any.
+type listing struct {
+	q        *jobstate.ListQuery
+	updated  bool // ordered by update time, not creation time
+	from, to instant
+	cursor   *item
 }
 
-// listWalk is one listing: its query, order and bounds.
-type listWalk struct {
-	q       *jobstate.ListQuery
-	updated bool // ordered by update time, not creation time
-	// after is the cursor; from and to the bounds of the order's own
-	// time range.
-	after, from, to *probe
-}
-
-func newListWalk(q *jobstate.ListQuery) *listWalk {
-	w := &listWalk{q: q, updated: q.Order == jobstate.OrderUpdated}
-	if q.After != (jobstate.ListCursor{}) {
-		w.after = &probe{t: tk(q.After.At), id: q.After.ID}
-	}
+func newListing(q *jobstate.ListQuery) *listing {
+	l := &listing{q: q, updated: q.Order == jobstate.OrderUpdated, from: beforeAll, to: afterAll}
 	from, to := q.CreatedFrom, q.CreatedTo
-	if w.updated {
+	if l.updated {
 		from, to = q.UpdatedFrom, q.UpdatedTo
 	}
 	if !from.IsZero() {
-		w.from = &probe{t: tk(from), id: uuid.Nil}
+		l.from = instantOf(from)
 	}
 	if !to.IsZero() {
-		w.to = &probe{t: tk(to), id: uuid.Nil}
+		l.to = instantOf(to)
 	}
-	return w
+	if q.After != (jobstate.ListCursor{}) {
+		l.cursor = &item{at: instantOf(q.After.At), id: idOf(q.After.ID)}
+	}
+	return l
 }
 
-// probeLess orders two probes.
-func probeLess(a, b *probe) bool {
-	if c := a.t.cmp(b.t); c != 0 {
+// read returns the jobs of seg that pass every filter and come after the
+// cursor: the first q.Limit of them, read in the listing's order from the
+// cursor or the near bound of the range on, when seg is in that order;
+// all of them otherwise.
+func (l *listing) read(seg segment) []*entry {
+	inOrder := seg.updated == l.updated
+	var out []*entry
+	visit := func(it item) bool {
+		if it.group != seg.group || (inOrder && (it.at.compare(l.from) < 0 || it.at.compare(l.to) >= 0)) {
+			return false // the end of the group, or of the range
+		}
+		if l.afterCursor(&it.e.job) && l.match(&it.e.job) {
+			out = append(out, it.e)
+		}
+		return !inOrder || len(out) < l.q.Limit
+	}
+	start := item{group: seg.group, at: beforeAll}
+	switch {
+	case !inOrder:
+		seg.tree.AscendGreaterOrEqual(start, visit)
+	case l.q.Desc:
+		start.at = l.to // every job's id is above the zero id: start is after every job at l.to
+		if l.cursor != nil && l.cursor.at.compare(l.to) < 0 {
+			start.at, start.id = l.cursor.at, l.cursor.id
+		}
+		seg.tree.DescendLessOrEqual(start, visit)
+	default:
+		start.at = l.from
+		if l.cursor != nil && l.cursor.at.compare(l.from) >= 0 {
+			start.at, start.id = l.cursor.at, l.cursor.id
+		}
+		seg.tree.AscendGreaterOrEqual(start, visit)
+	}
+	return out
+}
+
+// key returns the time and id j sorts by.
+func (l *listing) key(j *jobstate.Job) item {
+	t := j.CreatedAt
+	if l.updated {
+		t = j.UpdatedAt
+	}
+	return item{at: instantOf(t), id: idOf(j.ID)}
+}
+
+// compare orders two entries as the listing asks: by its time, then id,
+// newest first when descending.
+func (l *listing) compare(a, b *entry) int {
+	c := compareItems(l.key(&a.job), l.key(&b.job))
+	if l.q.Desc {
+		return -c
+	}
+	return c
+}
+
+// afterCursor reports whether j comes strictly after the cursor in the
+// listing's order; every job does when there is no cursor.
+func (l *listing) afterCursor(j *jobstate.Job) bool {
+	if l.cursor == nil {
+		return true
+	}
+	c := compareItems(l.key(j), *l.cursor)
+	if l.q.Desc {
 		return c < 0
 	}
-	return bytes.Compare(a.id[:], b.id[:]) < 0
-}
-
-// key returns the sort time of e in this walk's order.
-func (w *listWalk) key(e *entry) litem {
-	t := e.list.created
-	if w.updated {
-		t = e.list.updated
-	}
-	return litem{s: t.s, ns: t.ns, e: e}
-}
-
-// start returns the first place of set to look at.
-func (w *listWalk) start(set *sortedSet) pos {
-	if !w.q.Desc {
-		if w.after != nil && (w.from == nil || !probeLess(w.after, w.from)) {
-			return set.seekGT(w.after)
-		}
-		if w.from != nil {
-			return set.seekGE(w.from)
-		}
-		return pos{}
-	}
-	bound := w.to
-	if w.after != nil && (w.to == nil || probeLess(w.after, w.to)) {
-		bound = w.after
-	}
-	if bound == nil {
-		if len(set.blocks) == 0 {
-			return pos{0, -1}
-		}
-		last := len(set.blocks) - 1
-		return pos{last, len(set.blocks[last]) - 1}
-	}
-	return set.prev(set.seekGE(bound))
-}
-
-// inRange reports whether it, in the walk's order, is still within the
-// bounds; once it is not, nothing after it is either.
-func (w *listWalk) inRange(it litem) bool {
-	if !w.q.Desc {
-		return w.to == nil || w.to.cmp(it) > 0
-	}
-	return w.from == nil || w.from.cmp(it) <= 0
-}
-
-// merge walks sets together in the walk's order, from the cursor, and
-// returns the first q.Limit jobs that match.
-func (w *listWalk) merge(sets []*sortedSet) []jobstate.Job {
-	at := make([]pos, len(sets))
-	for i, set := range sets {
-		at[i] = w.start(set)
-	}
-	out := make([]jobstate.Job, 0, min(w.q.Limit, 256))
-	for len(out) < w.q.Limit {
-		best, bestIt := -1, litem{}
-		for i, set := range sets {
-			it, ok := set.at(at[i])
-			if !ok {
-				continue
-			}
-			if best < 0 || itemLess(it, bestIt) != w.q.Desc {
-				best, bestIt = i, it
-			}
-		}
-		if best < 0 || !w.inRange(bestIt) {
-			break
-		}
-		if w.q.Desc {
-			at[best] = sets[best].prev(at[best])
-		} else {
-			at[best] = sets[best].next(at[best])
-		}
-		if w.match(&bestIt.e.job) {
-			out = append(out, bestIt.e.job)
-		}
-	}
-	return out
-}
-
-// entries returns the first q.Limit jobs of list that match, in the walk's
-// order, from the cursor.
-func (w *listWalk) entries(list []*entry) []jobstate.Job {
-	var items []litem
-	for _, e := range list {
-		it := w.key(e)
-		if !w.match(&e.job) {
-			continue
-		}
-		if w.after != nil {
-			if c := w.after.cmp(it); (!w.q.Desc && c >= 0) || (w.q.Desc && c <= 0) {
-				continue // at or before the cursor
-			}
-		}
-		items = append(items, it)
-	}
-	slices.SortFunc(items, func(a, b litem) int {
-		if itemLess(a, b) != w.q.Desc {
-			return -1
-		}
-		return 1
-	})
-	out := make([]jobstate.Job, 0, min(len(items), w.q.Limit))
-	for _, it := range items[:min(len(items), w.q.Limit)] {
-		out = append(out, it.e.job)
-	}
-	return out
+	return c > 0
 }
 
 // match reports whether j passes every filter of the query.
-func (w *listWalk) match(j *jobstate.Job) bool {
-	q := w.q
+func (l *listing) match(j *jobstate.Job) bool {
+	q := l.q
 	switch {
 	case q.Machine != "" && j.Machine != q.Machine,
 		len(q.States) > 0 && !slices.Contains(q.States, j.State),
@@ -283,6 +221,6 @@ func (w *listWalk) match(j *jobstate.Job) bool {
 
 // within reports whether t is in [from, to), a zero bound being open.
 func within(t, from, to time.Time) bool {
-	k := tk(t)
-	return (from.IsZero() || k.cmp(tk(from)) >= 0) && (to.IsZero() || k.cmp(tk(to)) < 0)
+	at := instantOf(t)
+	return (from.IsZero() || at.compare(instantOf(from)) >= 0) && (to.IsZero() || at.compare(instantOf(to)) < 0)
 }

@@ -1,54 +1,50 @@
-// Package memstore is the reference jobstate.Store: jobs, executions,
-// history and effects held in memory, safe for concurrent use, and fast
-// enough for production use within a single process.
+// Package memstore is the reference jobstate.Store: jobs, their
+// executions, history and effects held in memory, safe for concurrent
+// use, for tests and single-process services. Nothing is persisted: a
+// process restart loses everything.
+//
+// One lock guards every job's data and every index; it is held while a
+// write is applied or a read copies out, never while the engine's function
+// runs. Each job also has a lock of its own, held while a function decides
+// the job's next version, and each idempotency key in use has one too, so
+// that a function holds up no other job and no other key. The indexes are
+// ordered trees (github.com/google/btree) and heaps (container/heap) kept
+// beside the jobs: claim order per machine, wake times, heartbeats,
+// completion times and, from the first List on, states by creation and by
+// update time, owners and keys.
 //
 // Costs, for n jobs stored:
 //
-//   - Get, Executions, History and Effects: one map look-up and a copy of
-//     what is returned.
-//   - Create and Update: one map operation, the function, amortised O(1)
-//     per history record appended, and O(log n) for each index whose key
-//     changed: the claim heaps of the job's machine, the machine's wake
-//     index (a treap: O(log n) expected), the terminal queue and the
-//     leased heap. A Create with a key locks that key only.
-//   - ClaimNext: O(log r) in the machine's r ready jobs, plus O(log r) per
-//     job that became due since the previous claim (moved once, 1,000 per
-//     hold of the store's lock), plus O(k log k) for k jobs passed over
-//     (skipped by the function, locked by an update, or not yet due at a
+//   - Get, Executions, History, Effects: a map look-up and a copy of what
+//     is returned. Count: a copy of the machine's counts per state.
+//   - Create and Update: a map operation, the function, and a logarithmic
+//     update of each index whose key changed.
+//   - ClaimNext: logarithmic in the machine's ready jobs, plus a
+//     logarithmic move for each job that became due since the machine's
+//     last claim (each job moves once), plus one step per candidate passed
+//     over (skipped by the function, locked by an update, or not due at a
 //     claim time earlier than one seen before).
-//   - Due: O(m log n) to find the cursor in the m machines asked for, then
-//     O(log n + log m) per job returned; jobs not due, and other machines'
-//     jobs, are not looked at.
-//   - Stale: O(k log k) for the k leased jobs (of any machine) whose
-//     heartbeat is before the time given; other leased jobs are not looked
-//     at.
-//   - Prune: O(log n) per job deleted, oldest completion first, in batches
-//     of 1,000 jobs between which the store's lock is released, plus the
-//     compaction of the history log and the rebuilding of the maps, which
-//     are paid for by earlier deletions and done in batches too.
-//   - Count: O(n), a scan of every job.
-//   - List: O(s log n) to start in the s state indexes it walks, then O(s)
-//     per job looked at; the jobs an unindexed filter passes over count
-//     (see Store.List). The first List builds the listing indexes (O(n log
-//     n), under the store's lock); from then on every Create and Update
-//     also pays two to four O(log n) index updates.
-//
-// Memory follows the jobs stored, up and down: once Prune returns, the
-// maps hold at most four times the room their entries need, the heaps'
-// arrays at most four times, and the history log's chunks at most twice,
-// plus one chunk of 1,024 records and one spare chunk kept for reuse (and
-// 16 bytes per chunk at the peak).
-//
-// Nothing is persisted: a process restart loses everything.
+//   - Due: logarithmic per machine asked for, plus the jobs returned.
+//     Stale: the leased jobs whose heartbeat is before the time given,
+//     sorted; other leased jobs are not looked at.
+//   - List: see Store.List. The first List indexes every job, holding the
+//     store's lock meanwhile; from then on every write also keeps the
+//     listing indexes.
+//   - Prune: logarithmic per job deleted, oldest completion first, in
+//     batches between which the store's lock is released. Trees give back
+//     their nodes as they empty, and Prune rebuilds the maps and the heaps'
+//     arrays once they hold a quarter of what they held at most, so that
+//     memory follows the jobs stored, up and down.
 package memstore
 
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
+	"maps"
+	"slices"
 	"sync"
-	"time"
 
+	"github.com/google/btree"
 	"github.com/google/uuid"
 
 	"github.com/jobstate/jobstate"
@@ -57,21 +53,25 @@ import (
 // Store is an in-memory jobstate.Store. The zero value is not usable; call
 // New.
 type Store struct {
-	// mu guards the maps, the indexes, the history log and every entry's
-	// data. Entries' job, executions and effects are written only while
-	// both mu and the entry's lock are held, so a holder of the entry lock
-	// may read them without mu. Functions run with neither mu nor any lock
-	// but their own job's (or key's) held.
-	mu       storeLock
-	jobs     smap[uuid.UUID, *entry]
-	keys     smap[keyID, *entry]
+	// mu guards the maps, the indexes and the entries. An entry's job,
+	// executions, effects, history and gone flag are written only by a
+	// holder of both mu (for writing) and the entry's lock, so a holder
+	// of either may read them; its places in the indexes are mu's alone.
+	// No function of the engine runs while mu is held.
+	mu       sync.RWMutex
+	jobs     map[uuid.UUID]*entry
+	keys     map[keyID]*entry // the job holding each key
 	machines map[string]*machine
-	done     doneQueue // terminal jobs, by completion time
-	leased   *heap     // jobs holding leases, by heartbeat
-	log      historyLog
-	lists    listIndex // the listing indexes but the per-machine ones
-	// listing says the listing indexes are kept: from the first List on.
+	done     *entryHeap // terminal jobs, by completion time
+	leased   *entryHeap // jobs holding leases, by heartbeat
+	// The listing indexes, kept from the first List on (listing): these
+	// two, and the machines' indexes by state.
+	owners  *btree.BTreeG[item] // jobs with an owner, by owner, then creation time
+	keyed   *btree.BTreeG[item] // jobs created with a key, by key, then creation time
 	listing bool
+	// peakJobs and peakKeys are the most entries the maps have held since
+	// they were made: Prune rebuilds a map that has shrunk well below.
+	peakJobs, peakKeys int
 
 	keyLocks keyLocks
 	subs     subscriptions
@@ -83,176 +83,120 @@ type Store struct {
 
 // entry is one job with everything stored beside it.
 type entry struct {
-	lock sync.Mutex // held for the whole of an Update or Create
-	// gone is set, under lock and mu, when the job is pruned.
-	gone bool
-	// wakeIn says the entry is in its machine's wake index.
-	wakeIn bool
-	// doneIn, doneSeq and doneS, doneNs are the entry's current item in
-	// the terminal queue: whether there is one, its sequence number and its
-	// completion time (as in tkey).
-	doneIn  bool
-	doneSeq uint32
-	doneS   int64
-	doneNs  int32
-	// Positions in the scheduled or available heap of the machine and the
-	// leased heap; -1 when absent.
-	schedAt, availAt, leaseAt int32
-	// key is the key the job took over when it was created, if any.
-	key *keyID
-	m   *machine
-	wk  wakeNode
-	// list is where the entry is in the listing indexes, made by the
-	// first relist: nil in a store never listed, which keeps an entry
-	// within 1,024 bytes.
-	list    *listed
-	history []int // positions in the history log
+	// lock is held while a function decides the job's next version and
+	// the write is applied (Update, ClaimNext, ClaimBatch).
+	lock sync.Mutex
+
 	job     jobstate.Job
 	execs   []jobstate.Execution
 	effects []jobstate.EffectRecord
-	// exec1 backs execs while the job has one execution (most jobs), so
-	// that the first claim allocates nothing for it.
-	exec1 [1]jobstate.Execution
+	history []jobstate.Transition
+	// gone is set when the job is pruned.
+	gone bool
+	// key is the key the job took when it was created, if any; it holds
+	// it while Store.keys says so.
+	key keyID
+	// available says which claim tree holds the job while it is ready;
+	// inDone and inLeased are its places in Store.done and Store.leased.
+	available        bool
+	inDone, inLeased heapSlot
 }
 
-// newEntry returns an entry in no index, its machine not set yet.
-func newEntry() *entry {
-	e := &entry{schedAt: -1, availAt: -1, leaseAt: -1, wk: wakeNode{prio: rand.Uint32()}}
-	e.execs = e.exec1[:0:1]
-	return e
-}
+// historyRoom is the room a new job's history starts with: a short
+// lifecycle (created, claimed, finished, and one more) in one allocation.
+const historyRoom = 4
 
 // New returns an empty store.
 func New() *Store {
 	return &Store{
-		jobs:     newSmap[uuid.UUID, *entry](),
-		keys:     newSmap[keyID, *entry](),
+		jobs:     make(map[uuid.UUID]*entry),
+		keys:     make(map[keyID]*entry),
 		machines: make(map[string]*machine),
-		leased:   newHeap(leaseKey, func(e *entry) *int32 { return &e.leaseAt }),
-		log:      newHistoryLog(),
-		lists:    newListIndex(),
+		done:     &entryHeap{slot: func(e *entry) *heapSlot { return &e.inDone }},
+		leased:   &entryHeap{slot: func(e *entry) *heapSlot { return &e.inLeased }},
+		owners:   newTree(),
+		keyed:    newTree(),
 	}
 }
 
-var _ jobstate.Store = (*Store)(nil)
-var _ jobstate.Counter = (*Store)(nil)
-var _ jobstate.Pruner = (*Store)(nil)
-var _ jobstate.Lister = (*Store)(nil)
+var (
+	_ jobstate.Store        = (*Store)(nil)
+	_ jobstate.Counter      = (*Store)(nil)
+	_ jobstate.Pruner       = (*Store)(nil)
+	_ jobstate.Lister       = (*Store)(nil)
+	_ jobstate.BatchClaimer = (*Store)(nil)
+	_ jobstate.BatchCreator = (*Store)(nil)
+	_ jobstate.Notifier     = (*Store)(nil)
+)
 
 // Len returns the number of jobs stored.
 func (s *Store) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.jobs.len()
+	return len(s.jobs)
 }
 
-// read returns the entry of id, or ErrNotFound. Caller holds mu.
-func (s *Store) read(id uuid.UUID) (*entry, error) {
-	e, _ := s.jobs.get(id)
-	if e == nil {
-		return nil, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
+// read calls fn with the entry of id under the store's read lock, or
+// returns ErrNotFound.
+func (s *Store) read(ctx context.Context, id uuid.UUID, fn func(e *entry)) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	return e, nil
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e := s.jobs[id]
+	if e == nil {
+		return fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
+	}
+	fn(e)
+	return nil
 }
 
 // Get implements jobstate.Store.
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (jobstate.Job, error) {
-	if err := ctx.Err(); err != nil {
-		return jobstate.Job{}, err
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	e, err := s.read(id)
-	if err != nil {
-		return jobstate.Job{}, err
-	}
-	return e.job, nil
+	var j jobstate.Job
+	err := s.read(ctx, id, func(e *entry) { j = e.job })
+	return j, err
 }
 
 // Executions implements jobstate.Store.
 func (s *Store) Executions(ctx context.Context, id uuid.UUID) ([]jobstate.Execution, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	e, err := s.read(id)
-	if err != nil {
-		return nil, err
-	}
-	return append([]jobstate.Execution(nil), e.execs...), nil
+	var out []jobstate.Execution
+	err := s.read(ctx, id, func(e *entry) { out = slices.Clone(e.execs) })
+	return out, err
 }
 
 // History implements jobstate.Store.
 func (s *Store) History(ctx context.Context, id uuid.UUID) ([]jobstate.Transition, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	e, err := s.read(id)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]jobstate.Transition, len(e.history))
-	for i, pos := range e.history {
-		out[i] = *s.log.at(pos)
-	}
-	return out, nil
+	var out []jobstate.Transition
+	err := s.read(ctx, id, func(e *entry) { out = slices.Clone(e.history) })
+	return out, err
 }
 
 // Effects implements jobstate.Store.
 func (s *Store) Effects(ctx context.Context, id uuid.UUID) ([]jobstate.EffectRecord, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	e, err := s.read(id)
-	if err != nil {
-		return nil, err
-	}
-	return append([]jobstate.EffectRecord(nil), e.effects...), nil
+	var out []jobstate.EffectRecord
+	err := s.read(ctx, id, func(e *entry) { out = slices.Clone(e.effects) })
+	return out, err
 }
 
-// Count implements jobstate.Counter. It scans every job: O(n), meant for
-// metrics scraped now and then, not for hot paths.
+// Count implements jobstate.Counter, from counts kept per machine and
+// state.
 func (s *Store) Count(ctx context.Context, machine string) (map[jobstate.State]int, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	out := make(map[jobstate.State]int)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	s.jobs.each(func(_ uuid.UUID, e *entry) {
-		if e.job.Machine == machine {
-			out[e.job.State]++
-		}
-	})
-	return out, nil
-}
-
-// Stale implements jobstate.Store.
-func (s *Store) Stale(ctx context.Context, machine string, before time.Time, limit int) ([]jobstate.Job, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	if m := s.machines[machine]; m != nil {
+		return maps.Clone(m.counts), nil
 	}
-	cut := tk(before)
-	var out []jobstate.Job
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	s.leased.walk(func(it *item) bool {
-		if machine == "" || it.e.job.Machine == machine {
-			out = append(out, it.e.job)
-		}
-		return limit <= 0 || len(out) < limit
-	}, func(it *item) bool { return it.t1.cmp(cut) < 0 })
-	return out, nil
+	return map[jobstate.State]int{}, nil
 }
 
-// Create implements jobstate.Store. Everything that could refuse the
-// creation, but the constraints on the Write itself, is checked before fn
-// is called.
+// Create implements jobstate.Store. With a key, fn runs under that key's
+// lock alone. Everything that could refuse the creation, but the
+// constraints on the Write itself, is checked before fn is called.
 func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.CreateFunc) (jobstate.Job, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return jobstate.Job{}, false, err
@@ -260,15 +204,14 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 	if fn == nil {
 		return jobstate.Job{}, false, fmt.Errorf("%w: nil create function", jobstate.ErrInvalidArgument)
 	}
+	var k keyID
 	var existing *jobstate.Job
-	var kp *keyID
 	if key != "" {
-		k := keyID{machine, key}
-		kp = &k
+		k = keyID{machine: machine, key: key}
 		l := s.keyLocks.lock(k)
 		defer s.keyLocks.unlock(k, l)
 		s.mu.RLock()
-		if holder, _ := s.keys.get(k); holder != nil {
+		if holder := s.keys[k]; holder != nil {
 			j := holder.job
 			existing = &j
 		}
@@ -284,61 +227,75 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 		}
 		return *existing, false, nil
 	}
-	j, err := s.insert(w, kp)
+	j, err := s.insert(w, k)
 	if err != nil {
 		return jobstate.Job{}, false, err
 	}
 	return j, true, nil
 }
 
-// insert checks and stores the new job of w, holding key k when not nil,
-// and returns it as stored.
-func (s *Store) insert(w *jobstate.Write, k *keyID) (jobstate.Job, error) {
-	if err := checkNew(w); err != nil {
+// CreateBatch implements jobstate.BatchCreator. Having no transactions,
+// it stores each job as its function returns (the creation effects the
+// function ran cannot be undone), so that with an error the jobs created
+// before it are returned beside it, and are exactly the jobs created.
+// Functions run with no lock of the store held.
+func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Context, i int) (jobstate.Write, error)) ([]jobstate.Job, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if fn == nil || n < 0 {
+		return nil, fmt.Errorf("%w: create batch: nil function or negative count", jobstate.ErrInvalidArgument)
+	}
+	var out []jobstate.Job
+	for i := 0; i < n; i++ {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		w, err := fn(ctx, i)
+		if err != nil {
+			return out, err
+		}
+		j, err := s.insert(&w, keyID{})
+		if err != nil {
+			return out, err
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// insert checks and stores the new job of w, which takes key k over
+// unless k is zero, and returns the job as stored.
+func (s *Store) insert(w *jobstate.Write, k keyID) (jobstate.Job, error) {
+	if err := jobstate.CheckNew(*w); err != nil {
 		return jobstate.Job{}, err
 	}
-	// The entry, with room for its history, is built before the store's
-	// lock is taken: every write of every job holds that lock, and this is
-	// a third of what a creation would do under it. Nobody sees the entry
-	// before it is in the map.
-	e := newEntry()
-	e.job = w.Job
-	e.execs = append(e.execs, w.Executions...)
-	e.effects = append(e.effects, w.Effects...)
-	e.history = make([]int, 0, max(historyRoom, len(w.Transitions)))
+	e := &entry{
+		job:      w.Job,
+		execs:    slices.Clone(w.Executions),
+		effects:  slices.Clone(w.Effects),
+		history:  append(make([]jobstate.Transition, 0, max(historyRoom, len(w.Transitions))), w.Transitions...),
+		key:      k,
+		inDone:   heapSlot{index: -1},
+		inLeased: heapSlot{index: -1},
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if dup, _ := s.jobs.get(w.Job.ID); dup != nil {
-		return jobstate.Job{}, fmt.Errorf("%w: %s", jobstate.ErrDuplicateJob, w.Job.ID)
+	if s.jobs[e.job.ID] != nil {
+		s.mu.Unlock()
+		return jobstate.Job{}, fmt.Errorf("%w: %s", jobstate.ErrDuplicateJob, e.job.ID)
 	}
-	m := s.machines[w.Job.Machine]
-	if m == nil {
-		m = newMachine()
-		s.machines[w.Job.Machine] = m
+	s.jobs[e.job.ID] = e
+	s.peakJobs = max(s.peakJobs, len(s.jobs))
+	if k != (keyID{}) {
+		s.keys[k] = e
+		s.peakKeys = max(s.peakKeys, len(s.keys))
 	}
-	e.m = m
-	s.jobs.put(w.Job.ID, e)
-	s.record(e, w.Transitions)
-	if k != nil {
-		e.key = k
-		s.keys.put(*k, e)
-	}
-	s.reindex(e)
+	s.reindex(e, nil, &e.job)
+	s.mu.Unlock()
 	if becameReady(nil, &e.job) {
 		s.signal(e.job.Machine)
 	}
 	return e.job, nil
-}
-
-// checkNew checks a write that creates a job.
-func checkNew(w *jobstate.Write) error {
-	if w.Job.ID == uuid.Nil {
-		return fmt.Errorf("%w: new job has no id", jobstate.ErrInvalidArgument)
-	}
-	if w.Job.Version < 1 {
-		return fmt.Errorf("%w: new job %s has version %d", jobstate.ErrVersionConflict, w.Job.ID, w.Job.Version)
-	}
-	return checkWrite(&jobstate.Job{ID: w.Job.ID}, nil, nil, w)
 }
 
 // Update implements jobstate.Store.
@@ -350,127 +307,53 @@ func (s *Store) Update(ctx context.Context, id uuid.UUID, fn jobstate.UpdateFunc
 		return jobstate.Job{}, fmt.Errorf("%w: nil update function", jobstate.ErrInvalidArgument)
 	}
 	s.mu.RLock()
-	e, err := s.read(id)
+	e := s.jobs[id]
 	s.mu.RUnlock()
-	if err != nil {
-		return jobstate.Job{}, err
+	if e == nil {
+		return jobstate.Job{}, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
 	}
 	e.lock.Lock()
 	defer e.lock.Unlock()
 	return s.run(ctx, e, fn)
 }
 
-// run calls fn on e, whose lock the caller holds, and applies its write.
+// run calls fn on e, whose lock the caller holds, and applies the Write
+// it returns, unless the contract refuses it (jobstate.CheckWrite).
 func (s *Store) run(ctx context.Context, e *entry, fn jobstate.UpdateFunc) (jobstate.Job, error) {
-	// e's data change only under e.lock, which we hold: no need for mu.
+	// e's data change only under e.lock, which the caller holds: they are
+	// read here without mu.
 	if e.gone {
 		return jobstate.Job{}, fmt.Errorf("%w: %s", jobstate.ErrNotFound, e.job.ID)
 	}
-	w, err := fn(ctx, jobstate.Snapshot{Job: e.job, Executions: e.execs, Effects: e.effects})
+	cur := jobstate.Snapshot{Job: e.job, Executions: e.execs, Effects: e.effects}
+	w, err := fn(ctx, cur)
 	if err != nil {
 		return jobstate.Job{}, err
 	}
-	if w.Job.ID != e.job.ID {
-		return jobstate.Job{}, fmt.Errorf("%w: write for job %s applied to job %s", jobstate.ErrInvalidArgument, w.Job.ID, e.job.ID)
-	}
-	if w.Job.Version == e.job.Version && len(w.Transitions) == 0 && len(w.Executions) == 0 && len(w.Effects) == 0 {
+	unchanged := w.Job.ID == cur.Job.ID && w.Job.Version == cur.Job.Version &&
+		len(w.Transitions) == 0 && len(w.Executions) == 0 && len(w.Effects) == 0
+	if unchanged {
 		return e.job, nil
 	}
-	if err := checkWrite(&e.job, e.execs, e.effects, &w); err != nil {
+	if err := jobstate.CheckWrite(cur, w); err != nil {
 		return jobstate.Job{}, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if becameReady(&e.job, &w.Job) {
-		s.signal(w.Job.Machine)
-	}
+	old := e.job
 	e.job = w.Job
-	s.record(e, w.Transitions)
+	e.history = append(e.history, w.Transitions...)
 	for _, x := range w.Executions {
-		if i := execIndex(e.execs, x.ID); i >= 0 {
+		if i := slices.IndexFunc(e.execs, func(y jobstate.Execution) bool { return y.ID == x.ID }); i >= 0 {
 			e.execs[i] = x
 		} else {
 			e.execs = append(e.execs, x)
 		}
 	}
 	e.effects = append(e.effects, w.Effects...)
-	s.reindex(e)
+	s.reindex(e, &old, &e.job)
+	s.mu.Unlock()
+	if becameReady(&old, &e.job) {
+		s.signal(e.job.Machine)
+	}
 	return e.job, nil
-}
-
-// checkWrite enforces the store's constraints on w against the current
-// job, executions and effects.
-func checkWrite(cur *jobstate.Job, execs []jobstate.Execution, effects []jobstate.EffectRecord, w *jobstate.Write) error {
-	if w.Job.Version <= cur.Version {
-		return fmt.Errorf("%w: job %s: write of version %d over version %d", jobstate.ErrVersionConflict, cur.ID, w.Job.Version, cur.Version)
-	}
-	last := cur.Version
-	for _, t := range w.Transitions {
-		if t.JobID != cur.ID {
-			return fmt.Errorf("%w: transition for job %s in a write for job %s", jobstate.ErrInvalidArgument, t.JobID, cur.ID)
-		}
-		if t.Version <= last || t.Version > w.Job.Version {
-			return fmt.Errorf("%w: job %s: transition version %d outside (%d, %d]", jobstate.ErrVersionConflict, cur.ID, t.Version, last, w.Job.Version)
-		}
-		last = t.Version
-	}
-	committed := uuid.Nil
-	note := func(x *jobstate.Execution) error {
-		if x.Status != jobstate.ExecCommitted && x.Status != jobstate.ExecDone {
-			return nil
-		}
-		if committed != uuid.Nil && committed != x.ID {
-			return &jobstate.CommitError{JobID: cur.ID, ExecID: x.ID, Winner: committed}
-		}
-		committed = x.ID
-		return nil
-	}
-	for i := range execs {
-		if execIndex(w.Executions, execs[i].ID) < 0 {
-			if err := note(&execs[i]); err != nil {
-				return err
-			}
-		}
-	}
-	for i := range w.Executions {
-		x := &w.Executions[i]
-		if x.JobID != cur.ID {
-			return fmt.Errorf("%w: execution %s of job %s in a write for job %s", jobstate.ErrInvalidArgument, x.ID, x.JobID, cur.ID)
-		}
-		if x.ID == uuid.Nil {
-			return fmt.Errorf("%w: execution without id", jobstate.ErrInvalidArgument)
-		}
-		if err := note(x); err != nil {
-			return err
-		}
-	}
-	for i, ef := range w.Effects {
-		dup := false
-		for _, old := range effects {
-			dup = dup || old.Name == ef.Name
-		}
-		for _, other := range w.Effects[:i] {
-			dup = dup || other.Name == ef.Name
-		}
-		if dup {
-			return fmt.Errorf("%w: job %s: effect %q", jobstate.ErrEffectApplied, cur.ID, ef.Name)
-		}
-	}
-	return nil
-}
-
-func execIndex(list []jobstate.Execution, id uuid.UUID) int {
-	for i := range list {
-		if list[i].ID == id {
-			return i
-		}
-	}
-	return -1
-}
-
-// record appends recs to e's history. Caller holds mu for writing.
-func (s *Store) record(e *entry, recs []jobstate.Transition) {
-	for i := range recs {
-		s.log.add(e, &recs[i])
-	}
 }

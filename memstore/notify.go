@@ -3,19 +3,14 @@ package memstore
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 
 	"github.com/jobstate/jobstate"
 )
 
-var _ jobstate.Notifier = (*Store)(nil)
-
-// subscriptions are the store's Notifier subscribers. Its lock is taken
-// after the store's and never before: a signal is a send that cannot
-// block.
+// subscriptions are the store's Notifier subscribers. Its lock is never
+// held with the store's, and a signal is a send that cannot block.
 type subscriptions struct {
 	mu   sync.Mutex
-	n    atomic.Int32 // len(subs), read without mu on every write
 	subs map[*subscriber]struct{}
 }
 
@@ -27,8 +22,7 @@ type subscriber struct {
 // Subscribe implements jobstate.Notifier. The store signals after every
 // write that leaves a job ready when it was not, or in another state or
 // with another not-before time than before: a creation in a ready state,
-// a requeue, a retry, an abandon or a snooze. A write costs one atomic load
-// when nobody subscribes.
+// a requeue, a retry, an abandon or a snooze.
 func (s *Store) Subscribe(ctx context.Context, machines ...string) (<-chan struct{}, func(), error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
@@ -45,32 +39,24 @@ func (s *Store) Subscribe(ctx context.Context, machines ...string) (<-chan struc
 		s.subs.subs = make(map[*subscriber]struct{})
 	}
 	s.subs.subs[sub] = struct{}{}
-	s.subs.n.Add(1)
 	s.subs.mu.Unlock()
 	var once sync.Once
-	var stopWatch func() bool
-	stop := func() {
+	end := func() {
 		once.Do(func() {
 			s.subs.mu.Lock()
 			delete(s.subs.subs, sub)
-			s.subs.n.Add(-1)
 			close(sub.ch)
 			s.subs.mu.Unlock()
-			if stopWatch != nil {
-				stopWatch()
-			}
 		})
 	}
-	stopWatch = context.AfterFunc(ctx, stop)
-	return sub.ch, stop, nil
+	stopWatching := context.AfterFunc(ctx, end)
+	return sub.ch, func() { stopWatching(); end() }, nil
 }
 
 // signal tells the subscribers of machine that a job may be claimable.
 func (s *Store) signal(machine string) {
-	if s.subs.n.Load() == 0 {
-		return
-	}
 	s.subs.mu.Lock()
+	defer s.subs.mu.Unlock()
 	for sub := range s.subs.subs {
 		if sub.machines == nil || sub.machines[machine] {
 			select {
@@ -79,7 +65,6 @@ func (s *Store) signal(machine string) {
 			}
 		}
 	}
-	s.subs.mu.Unlock()
 }
 
 // becameReady reports whether a write from old to cur may have made a job

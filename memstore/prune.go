@@ -4,32 +4,31 @@ import (
 	"context"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/jobstate/jobstate"
 )
 
-// pruneBatch bounds how many jobs one hold of the store's lock deletes (or
-// how many map entries it moves): about a millisecond of work, after which
-// the lock is released so that other operations go ahead.
+// pruneBatch bounds how many jobs one hold of the store's lock deletes,
+// after which the lock is released so that other operations go ahead.
 const pruneBatch = 1000
 
-// Prune implements jobstate.Pruner. It deletes the oldest finished jobs
-// first, taking them from a queue of terminal jobs by completion time: its
-// cost is O(log n) per job deleted, however many jobs are stored, in
-// batches of pruneBatch between which the store's lock is released. Then
-// it compacts the history log, up to pruneBatch records per batch; once
-// the store has shrunk to a quarter of its peak, it rebuilds its maps at
-// their new size, pruneBatch entries per batch; and it reallocates the
-// arrays of heaps that have shrunk to a quarter of their room, one per
-// hold of the lock. Those copies are paid for by the deletions that
-// preceded them. A job being updated while Prune runs is left for a later
-// call.
+// minRebuild is the size below which a map is never rebuilt: a small
+// map's room is not worth the copy.
+const minRebuild = 4096
+
+// Prune implements jobstate.Pruner. It takes the terminal jobs from the
+// heap by completion time, oldest first, in batches of pruneBatch between
+// which the store's lock is released: its cost is logarithmic per job
+// deleted, however many jobs are stored. A job being updated while Prune
+// runs is left for a later call. Then it rebuilds the maps, and the
+// heaps' arrays, that hold a quarter of what they held at most, at their
+// new size.
 func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	cut := tk(before)
+	cut := instantOf(before)
 	n := 0
-	var busy []*entry
+	var busy []*entry // jobs being updated, taken out of the heap meanwhile
 	var err error
 	for more := true; more; {
 		if err = ctx.Err(); err != nil {
@@ -37,46 +36,36 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, er
 		}
 		s.mu.Lock()
 		more = s.pruneBatch(cut, limit, &n, &busy)
-		if !more {
-			more = s.log.compact(pruneBatch, s.owner)
-		}
 		s.mu.Unlock()
 		s.betweenBatches()
 	}
-	if len(busy) > 0 {
-		// Locked jobs go back to the terminal queue for a later call.
-		s.mu.Lock()
-		for _, e := range busy {
-			if !e.gone {
-				s.done.set(e)
-			}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range busy {
+		if !e.gone {
+			s.done.set(e, instantOf(e.job.CompletedAt), e.job.Kind == jobstate.KindTerminal)
 		}
-		s.mu.Unlock()
 	}
-	if err == nil {
-		err = s.shrinkMaps(ctx)
-	}
-	if err == nil {
-		s.shrinkArrays()
-	}
+	s.shrink()
 	return n, err
 }
 
 // pruneBatch deletes up to pruneBatch terminal jobs completed before cut,
-// oldest first, adding to n, and reports whether more may remain. A job
-// whose lock is held is taken out of the queue and added to busy. Caller
-// holds mu for writing.
-func (s *Store) pruneBatch(cut tkey, limit int, n *int, busy *[]*entry) bool {
-	for work := 0; work < pruneBatch; work++ {
+// oldest first, adding them to n, and reports whether more may remain. A
+// job whose lock is held is taken out of the heap and added to busy.
+// Caller holds mu for writing.
+func (s *Store) pruneBatch(cut instant, limit int, n *int, busy *[]*entry) bool {
+	for range pruneBatch {
 		if limit > 0 && *n >= limit {
 			return false
 		}
-		e := s.done.popBefore(cut)
-		if e == nil {
+		if s.done.Len() == 0 || s.done.entries[0].inDone.key.compare(cut) >= 0 {
 			return false
 		}
+		e := s.done.entries[0]
 		if !e.lock.TryLock() {
-			*busy = append(*busy, e) // being updated: not finished with
+			s.done.set(e, instant{}, false)
+			*busy = append(*busy, e)
 			continue
 		}
 		s.drop(e)
@@ -89,103 +78,40 @@ func (s *Store) pruneBatch(cut tkey, limit int, n *int, busy *[]*entry) bool {
 // drop deletes e with everything stored beside it. Caller holds mu for
 // writing and e's lock.
 func (s *Store) drop(e *entry) {
-	s.jobs.del(e.job.ID)
-	if e.key != nil {
-		if h, _ := s.keys.get(*e.key); h == e {
-			s.keys.del(*e.key)
-		}
+	delete(s.jobs, e.job.ID)
+	if s.keys[e.key] == e {
+		delete(s.keys, e.key)
 	}
-	m := e.m
-	m.scheduled.set(e, false)
-	m.available.set(e, false)
-	if e.wakeIn {
-		m.wake.remove(e)
-	}
-	s.done.forget(e)
-	s.leased.set(e, false)
-	s.unlist(e)
-	s.log.clearAll(e)
-	e.execs, e.effects = nil, nil
+	s.reindex(e, &e.job, nil)
+	e.execs, e.effects, e.history = nil, nil, nil
 	e.gone = true
 }
 
-// shrinkMaps rebuilds the job and key maps at their size once they have
-// shrunk well below their peak, pruneBatch entries per hold of the lock.
-// The new maps are made without the lock.
-func (s *Store) shrinkMaps(ctx context.Context) error {
-	s.mu.RLock()
-	jobs, keys := s.jobs.wasteful(), s.keys.wasteful()
-	nj, nk := s.jobs.len(), s.keys.len()
-	s.mu.RUnlock()
-	var freshJobs map[uuid.UUID]*entry
-	var freshKeys map[keyID]*entry
-	if jobs {
-		freshJobs = make(map[uuid.UUID]*entry, nj)
+// shrink rebuilds the job and key maps, and the heaps' arrays, once they
+// hold a quarter of the most they have held: a Go map keeps the room of
+// its largest size, and a copy gives the room back. The copy is paid for
+// by the deletions that emptied three quarters of it. Caller holds mu for
+// writing.
+func (s *Store) shrink() {
+	if s.peakJobs >= minRebuild && len(s.jobs) <= s.peakJobs/4 {
+		s.jobs = rebuilt(s.jobs)
+		s.peakJobs = len(s.jobs)
 	}
-	if keys {
-		freshKeys = make(map[keyID]*entry, nk)
+	if s.peakKeys >= minRebuild && len(s.keys) <= s.peakKeys/4 {
+		s.keys = rebuilt(s.keys)
+		s.peakKeys = len(s.keys)
 	}
-	for first := true; ; first = false {
-		if err := ctx.Err(); err != nil {
-			return err // a rebuild under way goes on at the next call
-		}
-		s.mu.Lock()
-		if first && jobs && s.jobs.wasteful() {
-			s.jobs.rebuild(freshJobs)
-		}
-		if first && keys && s.keys.wasteful() {
-			s.keys.rebuild(freshKeys)
-		}
-		more := s.jobs.migrate(pruneBatch)
-		more = s.keys.migrate(pruneBatch) || more
-		s.mu.Unlock()
-		s.betweenBatches()
-		if !more {
-			return nil
-		}
-	}
+	s.done.shrink()
+	s.leased.shrink()
 }
 
-// shrinkArrays gives back the room of the heaps' arrays that have fallen
-// to a quarter of their capacity, one array per hold of the lock.
-func (s *Store) shrinkArrays() {
-	s.mu.RLock()
-	heaps := []*heap{s.leased}
-	for _, m := range s.machines {
-		heaps = append(heaps, m.scheduled, m.available)
+// rebuilt returns a new map holding m's entries, sized for them.
+func rebuilt[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
 	}
-	s.mu.RUnlock()
-	shrinkArray(&s.mu, &s.done.items)
-	for _, h := range heaps {
-		shrinkArray(&s.mu, &h.items)
-	}
-}
-
-// shrinkArray moves *arr, guarded by mu, to an array of twice its length
-// if it has fallen to a quarter of its capacity: a copy paid for by the
-// removals that emptied three quarters of its room. The new array is made,
-// and its memory touched, without the lock, so that the lock is held for
-// the copy alone.
-func shrinkArray[T any](mu *storeLock, arr *[]T) {
-	mu.RLock()
-	n, c := len(*arr), cap(*arr)
-	mu.RUnlock()
-	if c <= minHeapCap || n > c/4 {
-		return
-	}
-	buf := make([]T, max(2*n, minHeapCap))
-	clear(buf) // fault its pages in here
-	mu.Lock()
-	if len(*arr) <= len(buf) {
-		*arr = append(buf[:0], *arr...)
-	}
-	mu.Unlock()
-}
-
-// owner returns the entry of a stored job. Caller holds mu.
-func (s *Store) owner(id uuid.UUID) *entry {
-	e, _ := s.jobs.get(id)
-	return e
+	return out
 }
 
 // betweenBatches calls the test hook, if any, while no lock is held.

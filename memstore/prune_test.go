@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 
 	"github.com/jobstate/jobstate"
 )
@@ -23,7 +24,7 @@ func finish(t *testing.T, s *Store, id uuid.UUID, done time.Time) {
 
 // TestPruneOldestFirst: Prune deletes the jobs completed longest ago
 // first, whatever their order of creation, and never a job that is not
-// terminal or completed too late. (It deleted in map order before.)
+// terminal or completed too late.
 func TestPruneOldestFirst(t *testing.T) {
 	s := New()
 	ctx := context.Background()
@@ -59,7 +60,7 @@ func TestPruneOldestFirst(t *testing.T) {
 
 // TestPruneReleasesLockBetweenBatches: Prune holds the store's lock for
 // one batch at a time, so other operations go ahead while it deletes
-// many jobs. (It held the lock for the whole deletion before.)
+// many jobs.
 func TestPruneReleasesLockBetweenBatches(t *testing.T) {
 	s := New()
 	ctx := context.Background()
@@ -110,23 +111,28 @@ func TestPruneLeavesLockedJob(t *testing.T) {
 }
 
 // TestPruneMemoryFollowsLiveJobs: after most jobs are pruned, what the
-// store holds is sized for the jobs left: the history log's chunks, the
-// maps and the heaps. (Before, one live job pinned a whole chunk of the
-// log, and the maps kept the room of every job ever stored.)
+// store holds is sized for the jobs left: the maps are rebuilt at their
+// size, every index holds the live jobs alone, and the heap the store
+// retains is within a bound per live job, far below what the pruned jobs
+// took.
 func TestPruneMemoryFollowsLiveJobs(t *testing.T) {
-	s := New()
 	ctx := context.Background()
-	const n, keep = 40_000, 1000 // one job in keep stays
+	const n, keep = 40_000, 100 // one job in keep stays
+	base := heapInUse()
+	s := New()
+	_, err := s.List(ctx, jobstate.ListQuery{Limit: 1}) // the listing indexes are kept from here on
+	require.NoError(t, err)
 	var live []uuid.UUID
 	var ids []uuid.UUID
 	for i := 0; i < n; i++ {
 		j := readyJob("m", sec(0))
+		j.Owner = "o"
 		if i%2 == 0 {
 			j.IdempotencyKey = uuid.NewString()
 		}
 		ids = append(ids, put(t, s, j).ID)
 	}
-	require.Len(t, s.machines["m"].available.items, n)
+	require.Equal(t, n, s.machines["m"].available.Len())
 	for i, id := range ids {
 		done := sec(1)
 		if i%keep == 0 {
@@ -135,21 +141,26 @@ func TestPruneMemoryFollowsLiveJobs(t *testing.T) {
 		}
 		finish(t, s, id, done)
 	}
-	before := s.log.chunksInUse()
+	peak := heapInUse() - base
 	got, err := s.Prune(ctx, sec(50), 0)
 	require.NoError(t, err)
 	require.Equal(t, n-len(live), got)
 
-	records := 2 * len(live)
-	assert.LessOrEqual(t, s.log.chunksInUse(), 2*records/logChunk+1,
-		"log chunks at least half full, plus the tail (from %d chunks)", before)
-	assert.Nil(t, s.jobs.old, "the job map's rebuild is complete")
-	assert.Equal(t, len(live), len(s.jobs.cur))
-	assert.LessOrEqual(t, s.jobs.peak, len(live), "the job map was rebuilt at the live jobs' size")
-	assert.Nil(t, s.keys.old)
-	assert.LessOrEqual(t, s.keys.peak, len(live))
-	assert.LessOrEqual(t, cap(s.done.items), minHeapCap*2, "the terminal queue's array shrank")
-	assert.LessOrEqual(t, cap(s.machines["m"].available.items), minHeapCap*2, "the claim heap's array shrank")
+	assert.Len(t, s.jobs, len(live))
+	assert.Equal(t, len(live), s.peakJobs, "the job map was rebuilt at the live jobs' size")
+	assert.Equal(t, len(live), s.peakKeys, "the key map was rebuilt at the live keys' size (every kept job has a key)")
+	m := s.machines["m"]
+	for name, tree := range map[string]interface{ Len() int }{
+		"done": s.done, "owners": s.owners, "keyed": s.keyed, "created": m.created, "updated": m.updated,
+	} {
+		assert.Equal(t, len(live), tree.Len(), "index %s", name)
+	}
+	assert.Zero(t, m.available.Len()+m.scheduled.Len()+s.leased.Len()+m.wake.Len())
+	assert.Equal(t, map[jobstate.State]int{"done": len(live)}, m.counts)
+	retained := heapInUse() - base
+	t.Logf("heap: %d bytes at the peak, %d retained for %d live jobs", peak, retained, len(live))
+	assert.Less(t, retained, uint64(len(live))*8<<10, "retained heap per live job")
+	assert.Less(t, retained, peak/20, "retained heap against the peak")
 	for _, id := range live {
 		h, err := s.History(ctx, id)
 		require.NoError(t, err)
@@ -170,4 +181,49 @@ func TestPruneMemoryFollowsLiveJobs(t *testing.T) {
 		put(t, s, terminalJob("m", sec(2)))
 	}
 	assert.Equal(t, len(live)+10_000, s.Len())
+}
+
+// TestPruneKeepsLiveHistories: jobs of random history lengths are pruned
+// at random while others grow; every history of a job left reads back
+// whole and in order.
+func TestPruneKeepsLiveHistories(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		s := New()
+		ctx := context.Background()
+		lengths := map[uuid.UUID]int{}
+		var ids []uuid.UUID
+		for round, rounds := 0, rapid.IntRange(1, 4).Draw(rt, "rounds"); round < rounds; round++ {
+			for i, n := 0, rapid.IntRange(0, 300).Draw(rt, "create"); i < n; i++ {
+				j := put(rt, s, readyJob("m", sec(0)))
+				ids = append(ids, j.ID)
+				lengths[j.ID] = 1
+			}
+			for i, n := 0, rapid.IntRange(0, 300).Draw(rt, "grow"); i < n && len(ids) > 0; i++ {
+				id := ids[rapid.IntRange(0, len(ids)-1).Draw(rt, "grown")]
+				if _, ok := lengths[id]; ok {
+					change(rt, s, id, func(*jobstate.Job) {})
+					lengths[id]++
+				}
+			}
+			every := rapid.IntRange(1, 20).Draw(rt, "keepOneIn")
+			for i, id := range ids {
+				if _, ok := lengths[id]; ok && i%every != 0 {
+					change(rt, s, id, func(j *jobstate.Job) { j.State, j.Kind, j.CompletedAt = "done", jobstate.KindTerminal, sec(round) })
+					delete(lengths, id)
+				}
+			}
+			_, err := s.Prune(ctx, sec(round+1), 0)
+			require.NoError(rt, err)
+		}
+		require.Equal(rt, len(lengths), s.Len())
+		for id, n := range lengths {
+			h, err := s.History(ctx, id)
+			require.NoError(rt, err)
+			require.Len(rt, h, n)
+			for v, rec := range h {
+				require.Equal(rt, id, rec.JobID)
+				require.Equal(rt, int64(v+1), rec.Version)
+			}
+		}
+	})
 }

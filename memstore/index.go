@@ -1,0 +1,320 @@
+package memstore
+
+import (
+	"cmp"
+	"encoding/binary"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/google/btree"
+	"github.com/google/uuid"
+
+	"github.com/jobstate/jobstate"
+)
+
+// newBTree returns an empty tree ordered by less, of degree 16 (nodes of
+// 15 to 31 items). It keeps no free list: a node a deletion empties is
+// left to the garbage collector, so that a tree's memory follows its items.
+func newBTree[T any](less btree.LessFunc[T]) *btree.BTreeG[T] {
+	return btree.NewWithFreeListG(16, less, btree.NewFreeListG[T](0))
+}
+
+// instant is a time as seconds since the Unix epoch and nanoseconds
+// within the second: it orders every time.Time exactly, whatever its
+// location and monotonic reading. The zero time ("none" in a Job) comes
+// before every instant the engine accepts.
+type instant struct {
+	sec  int64
+	nsec int32
+}
+
+func instantOf(t time.Time) instant { return instant{sec: t.Unix(), nsec: int32(t.Nanosecond())} }
+
+func (a instant) compare(b instant) int {
+	if c := cmp.Compare(a.sec, b.sec); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.nsec, b.nsec)
+}
+
+// Bounds below and above every instant.
+var (
+	beforeAll = instant{sec: math.MinInt64}
+	afterAll  = instant{sec: math.MaxInt64}
+)
+
+// jobID is a job's id as two integers, ordered as the id's bytes are (as
+// PostgreSQL orders uuids), so that items are passed in registers and
+// compared in two steps.
+type jobID struct{ hi, lo uint64 }
+
+func idOf(id uuid.UUID) jobID {
+	return jobID{hi: binary.BigEndian.Uint64(id[:8]), lo: binary.BigEndian.Uint64(id[8:])}
+}
+
+func (a jobID) compare(b jobID) int {
+	if c := cmp.Compare(a.hi, b.hi); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.lo, b.lo)
+}
+
+// item is a job's place in an ordered index: a group (a state, an owner,
+// an idempotency key, or none), a time, then the job's id, which makes
+// items distinct. They are copies taken when the job was indexed, so that
+// the item can be found again once the job has changed.
+type item struct {
+	group string
+	at    instant
+	id    jobID
+	e     *entry
+}
+
+// compareItems orders items by group, then time, then id.
+func compareItems(a, b item) int {
+	if a.group != b.group {
+		return strings.Compare(a.group, b.group)
+	}
+	if c := a.at.compare(b.at); c != 0 {
+		return c
+	}
+	return a.id.compare(b.id)
+}
+
+func newTree() *btree.BTreeG[item] {
+	return newBTree(func(a, b item) bool { return compareItems(a, b) < 0 })
+}
+
+// claimItem is a ready job's place in claim order: priority (higher
+// first), then due time (Job.DueAt), then creation time, then id.
+type claimItem struct {
+	priority     int
+	due, created instant
+	id           jobID
+	e            *entry
+}
+
+func claimLess(a, b claimItem) bool {
+	if a.priority != b.priority {
+		return a.priority > b.priority
+	}
+	if c := a.due.compare(b.due); c != 0 {
+		return c < 0
+	}
+	if c := a.created.compare(b.created); c != 0 {
+		return c < 0
+	}
+	return a.id.compare(b.id) < 0
+}
+
+func claimItemOf(e *entry, j *jobstate.Job) claimItem {
+	return claimItem{priority: j.Priority, due: instantOf(j.DueAt()), created: instantOf(j.CreatedAt), id: idOf(j.ID), e: e}
+}
+
+// index names an index of items. Each holds a job where its current
+// version places it (itemOf), and nothing else decides.
+type index int
+
+const (
+	byWake         index = iota // jobs with a wake time, by it
+	byOwner                     // jobs with an owner, by owner, then creation time
+	byKey                       // jobs created with a key, by key, then creation time
+	byStateCreated              // every job, by state, then creation time
+	byStateUpdated              // every job, by state, then update time
+)
+
+// itemOf returns the item of e in x as j, a version of its job, places
+// it, and whether x holds it at all (never for a nil j).
+func (x index) itemOf(e *entry, j *jobstate.Job) (item, bool) {
+	if j == nil {
+		return item{}, false
+	}
+	it := item{id: idOf(j.ID), e: e}
+	in := true
+	switch x {
+	case byWake:
+		it.at, in = instantOf(j.WakeAt), !j.WakeAt.IsZero()
+	case byOwner:
+		it.group, it.at, in = j.Owner, instantOf(j.CreatedAt), j.Owner != ""
+	case byKey:
+		it.group, it.at, in = j.IdempotencyKey, instantOf(j.CreatedAt), j.IdempotencyKey != ""
+	case byStateCreated:
+		it.group, it.at = string(j.State), instantOf(j.CreatedAt)
+	case byStateUpdated:
+		it.group, it.at = string(j.State), instantOf(j.UpdatedAt)
+	}
+	return it, in
+}
+
+// move takes e out of tree, index x, where old placed it and puts it
+// where cur places it, unless both place it alike.
+func (x index) move(tree *btree.BTreeG[item], e *entry, old, cur *jobstate.Job) {
+	was, wasIn := x.itemOf(e, old)
+	is, isIn := x.itemOf(e, cur)
+	if wasIn && isIn && compareItems(was, is) == 0 {
+		return
+	}
+	if wasIn {
+		tree.Delete(was)
+	}
+	if isIn {
+		tree.ReplaceOrInsert(is)
+	}
+}
+
+// machine holds the indexes of one machine's jobs. Guarded by the store's
+// mu.
+type machine struct {
+	// counts is the number of the machine's jobs in each state (states
+	// with none are absent).
+	counts map[jobstate.State]int
+	// created and updated hold every job of the machine, grouped by state,
+	// by creation and by update time: listing indexes.
+	created, updated *btree.BTreeG[item]
+	// wake holds the jobs with a wake time, by wake time: the index of Due.
+	wake *btree.BTreeG[item]
+	// The ready jobs are in one of two trees: scheduled holds those whose
+	// not-before is after horizon, by not-before; available holds the
+	// others, in claim order. A claim at a time after horizon first moves
+	// the jobs due at its time to available, then makes its time the
+	// horizon. A claim at an earlier time (another engine's clock, a clock
+	// set back) passes over the available jobs not due at its time.
+	scheduled *btree.BTreeG[item]
+	available *btree.BTreeG[claimItem]
+	horizon   instant
+}
+
+func newMachine() *machine {
+	return &machine{
+		counts:    make(map[jobstate.State]int),
+		created:   newTree(),
+		updated:   newTree(),
+		wake:      newTree(),
+		scheduled: newTree(),
+		available: newBTree(claimLess),
+		horizon:   instantOf(time.Time{}), // a job with no not-before is due at once
+	}
+}
+
+// reindex moves e in every index from where its job's version old put it
+// to where cur puts it: old is nil for a new job, cur nil for a deleted
+// one. Caller holds mu for writing.
+func (s *Store) reindex(e *entry, old, cur *jobstate.Job) {
+	if old != nil && cur != nil && old.Machine != cur.Machine {
+		s.reindex(e, old, nil)
+		s.reindex(e, nil, cur)
+		return
+	}
+	name := ""
+	if cur != nil {
+		name = cur.Machine
+	} else if old != nil {
+		name = old.Machine
+	}
+	m := s.machines[name]
+	if m == nil {
+		m = newMachine()
+		s.machines[name] = m
+	}
+	if cur != nil {
+		s.done.set(e, instantOf(cur.CompletedAt), cur.Kind == jobstate.KindTerminal)
+		s.leased.set(e, instantOf(cur.HeartbeatAt), cur.Leases > 0)
+	} else {
+		s.done.set(e, instant{}, false)
+		s.leased.set(e, instant{}, false)
+	}
+	byWake.move(m.wake, e, old, cur)
+	m.moveReady(e, old, cur)
+	if old == nil || cur == nil || old.State != cur.State {
+		if old != nil {
+			if m.counts[old.State]--; m.counts[old.State] == 0 {
+				delete(m.counts, old.State)
+			}
+		}
+		if cur != nil {
+			m.counts[cur.State]++
+		}
+	}
+	if s.listing {
+		s.relist(m, e, old, cur)
+	}
+}
+
+// relist is reindex for the listing indexes, e being a job of m. Caller
+// holds mu for writing.
+func (s *Store) relist(m *machine, e *entry, old, cur *jobstate.Job) {
+	byOwner.move(s.owners, e, old, cur)
+	byKey.move(s.keyed, e, old, cur)
+	byStateCreated.move(m.created, e, old, cur)
+	byStateUpdated.move(m.updated, e, old, cur)
+}
+
+// startListing fills the listing indexes and has every write keep them
+// from then on: a store that is never listed does not pay for them. It
+// holds the store's lock for writing while it indexes every job.
+func (s *Store) startListing() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listing {
+		return
+	}
+	for _, e := range s.jobs {
+		s.relist(s.machines[e.job.Machine], e, nil, &e.job)
+	}
+	s.listing = true
+}
+
+// moveReady takes e out of the claim tree that holds it if old was ready,
+// and puts it in the one it belongs in if cur is.
+func (m *machine) moveReady(e *entry, old, cur *jobstate.Job) {
+	if old != nil && old.Kind == jobstate.KindReady {
+		if e.available {
+			m.available.Delete(claimItemOf(e, old))
+		} else {
+			m.scheduled.Delete(item{at: instantOf(old.NotBefore), id: idOf(old.ID), e: e})
+		}
+	}
+	if cur != nil && cur.Kind == jobstate.KindReady {
+		nb := instantOf(cur.NotBefore)
+		e.available = nb.compare(m.horizon) <= 0
+		if e.available {
+			m.available.ReplaceOrInsert(claimItemOf(e, cur))
+		} else {
+			m.scheduled.ReplaceOrInsert(item{at: nb, id: idOf(cur.ID), e: e})
+		}
+	}
+}
+
+// promoteBatch bounds how many jobs one hold of the store's lock moves
+// from scheduled to available.
+const promoteBatch = 1000
+
+// promote moves up to promoteBatch jobs due at now from scheduled to
+// available, and makes now the horizon once none is left. Caller holds mu
+// for writing.
+func (m *machine) promote(now instant) {
+	var due []item
+	m.scheduled.Ascend(func(it item) bool {
+		if it.at.compare(now) > 0 || len(due) == promoteBatch {
+			return false
+		}
+		due = append(due, it)
+		return true
+	})
+	for _, it := range due {
+		m.scheduled.Delete(it)
+		it.e.available = true
+		m.available.ReplaceOrInsert(claimItemOf(it.e, &it.e.job))
+	}
+	if len(due) < promoteBatch && now.compare(m.horizon) > 0 {
+		m.horizon = now
+	}
+}
+
+// needsPromotion reports whether a job of scheduled is due at now. Caller
+// holds mu.
+func (m *machine) needsPromotion(now instant) bool {
+	first, ok := m.scheduled.Min()
+	return ok && first.at.compare(now) <= 0
+}
