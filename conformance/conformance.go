@@ -144,6 +144,12 @@ type Step struct {
 	Limit         int      `json:"limit,omitempty"`
 	Cursor        string   `json:"cursor,omitempty"`
 
+	// SkipGet, set on a step naming a job of a machine with lazy expiry,
+	// makes the runner leave out the get it makes before such a step
+	// (docs/conformance.md §2.5): the operation's own lazy expiry then
+	// shows in what the step expects.
+	SkipGet bool `json:"skip_get,omitempty"`
+
 	Expect Expect `json:"expect"`
 }
 
@@ -162,23 +168,28 @@ type Expect struct {
 	Token *int `json:"token,omitempty"`
 
 	// Fields of the job (see docs/conformance.md §2.4 for which job).
-	State          *string `json:"state,omitempty"`
-	Kind           *string `json:"kind,omitempty"`
-	Outcome        *string `json:"outcome,omitempty"`
-	Version        *int64  `json:"version,omitempty"`
-	Attempt        *int    `json:"attempt,omitempty"`
-	RetryCount     *int    `json:"retry_count,omitempty"`
-	MaxRetries     *int    `json:"max_retries,omitempty"`
-	Leases         *int    `json:"leases,omitempty"`
-	NotBefore      *string `json:"not_before,omitempty"`
-	Deadline       *string `json:"deadline,omitempty"`
-	StartedAt      *string `json:"started_at,omitempty"`
-	CompletedAt    *string `json:"completed_at,omitempty"`
-	LeaseExpiresAt *string `json:"lease_expires_at,omitempty"`
-	LastError      *string `json:"last_error,omitempty"`
-	ErrorClass     *string `json:"error_class,omitempty"`
-	Committed      *string `json:"committed,omitempty"`
-	Result         *string `json:"result,omitempty"`
+	State           *string `json:"state,omitempty"`
+	Kind            *string `json:"kind,omitempty"`
+	Outcome         *string `json:"outcome,omitempty"`
+	Version         *int64  `json:"version,omitempty"`
+	Attempt         *int    `json:"attempt,omitempty"`
+	RetryCount      *int    `json:"retry_count,omitempty"`
+	MaxRetries      *int    `json:"max_retries,omitempty"`
+	Leases          *int    `json:"leases,omitempty"`
+	NotBefore       *string `json:"not_before,omitempty"`
+	Deadline        *string `json:"deadline,omitempty"`
+	StartedAt       *string `json:"started_at,omitempty"`
+	CompletedAt     *string `json:"completed_at,omitempty"`
+	LeaseExpiresAt  *string `json:"lease_expires_at,omitempty"`
+	LastError       *string `json:"last_error,omitempty"`
+	ErrorClass      *string `json:"error_class,omitempty"`
+	Committed       *string `json:"committed,omitempty"`
+	Result          *string `json:"result,omitempty"`
+	UpdatedAt       *string `json:"updated_at,omitempty"`
+	WakeAt          *string `json:"wake_at,omitempty"`
+	SweepFailures   *int    `json:"sweep_failures,omitempty"`
+	SweepRetryAt    *string `json:"sweep_retry_at,omitempty"`
+	CancelRequested *bool   `json:"cancel_requested,omitempty"`
 
 	// EffectCount maps registry effect names to how often each ran
 	// successfully for the job.
@@ -216,6 +227,17 @@ type Report struct {
 	Failed    *int `json:"failed,omitempty"`
 	Requeued  *int `json:"requeued,omitempty"`
 	Expired   *int `json:"expired,omitempty"`
+	// Failures, when set, are the jobs whose write failed, in the order
+	// the operation met them, each with the code of its error.
+	Failures []Failure `json:"failures,omitempty"`
+}
+
+// Failure is one job a sweep or a recovery could not write.
+type Failure struct {
+	// Job is the job's alias.
+	Job string `json:"job"`
+	// Error is the jobstate.Code of the job's error.
+	Error string `json:"error"`
 }
 
 // Ops lists the operation names a step may use, in the order of

@@ -118,15 +118,13 @@ func evenArg(_ context.Context, in jobstate.GuardInput) error {
 }
 
 // even reports whether v is a number with an even integral value. The
-// runner passes JSON numbers as json.Number.
+// runner passes JSON numbers as json.Number, whose decimal text is judged
+// exactly, however large or long: 1e400 and 18446744073709551616 are even,
+// 9223372036854775809 is odd, 1e-400 is no integer.
 func even(v any) bool {
 	switch n := v.(type) {
 	case json.Number:
-		if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
-			return i%2 == 0
-		}
-		f, err := strconv.ParseFloat(string(n), 64)
-		return err == nil && evenFloat(f)
+		return evenDecimal(string(n))
 	case int:
 		return n%2 == 0
 	case int64:
@@ -139,6 +137,59 @@ func even(v any) bool {
 
 func evenFloat(f float64) bool {
 	return !math.IsInf(f, 0) && !math.IsNaN(f) && f == math.Trunc(f) && math.Mod(f, 2) == 0
+}
+
+// evenDecimal reports whether the JSON number s (sign, digits, optional
+// fraction, optional exponent) is an even integer, reading its digits
+// exactly: the value is an integer when no non-zero digit lies right of
+// the decimal point once the exponent has moved it, and even when its
+// units digit is.
+func evenDecimal(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	mant, exp := s, ""
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant, exp = s[:i], s[i+1:]
+	}
+	intPart, frac := mant, ""
+	if i := strings.IndexByte(mant, '.'); i >= 0 {
+		intPart, frac = mant[:i], mant[i+1:]
+	}
+	digits := intPart + frac
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return false
+	}
+	// point is where the decimal point falls in digits: the value is
+	// digits[:point] . digits[point:] (zeros beyond either end).
+	shift := 0
+	if exp != "" {
+		neg := strings.HasPrefix(exp, "-")
+		e := strings.TrimLeft(strings.TrimPrefix(strings.TrimPrefix(exp, "-"), "+"), "0")
+		if strings.Trim(e, "0123456789") != "" {
+			return false
+		}
+		// An exponent beyond the digits' count only adds zeros on one
+		// side: clamp it to keep the arithmetic small.
+		limit := len(digits) + 2
+		if len(e) > 9 {
+			shift = limit
+		} else {
+			n, _ := strconv.Atoi("0" + e)
+			shift = min(n, limit)
+		}
+		if neg {
+			shift = -shift
+		}
+	}
+	point := len(intPart) + shift
+	for i := max(point, 0); i < len(digits); i++ {
+		if digits[i] != '0' {
+			return false // a fraction
+		}
+	}
+	if point <= 0 || point > len(digits) {
+		return true // zero, or the units digit is a zero the exponent added
+	}
+	return (digits[point-1]-'0')%2 == 0
 }
 
 func noLiveExecutions(_ context.Context, in jobstate.GuardInput) error {

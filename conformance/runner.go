@@ -156,9 +156,9 @@ func (r *runner) step(n int, s Step) {
 	if verr != nil {
 		fail("vector error: %s", verr.msg)
 	}
-	if hasTarget && r.def.Policy().LazyExpiry {
+	if hasTarget && r.def.Policy().LazyExpiry && !s.SkipGet {
 		switch s.Op {
-		case "claim", "sweep", "create", "clock", "history", "executions":
+		case "claim", "sweep", "recover_worker", "create", "clock", "history", "executions":
 		default:
 			// Lazy expiry precedes the operation as a write of its own and
 			// stays if the operation fails: compare from after it.
@@ -183,7 +183,7 @@ func (r *runner) step(n int, s Step) {
 		}
 		fail("%s", strings.Join(problems, "; "))
 	}
-	if res.err != nil && s.Op != "sweep" && s.Op != "recover_worker" && !errors.Is(res.err, jobstate.ErrIncomplete) {
+	if res.err != nil && s.Op != "sweep" && s.Op != "recover_worker" && !s.SkipGet && !errors.Is(res.err, jobstate.ErrIncomplete) {
 		if after := r.snapshot(); !reflect.DeepEqual(before, after) {
 			bad("a failing operation changed stored state:\n%s", diffSnapshots(before, after))
 		}
@@ -236,7 +236,9 @@ func (r *runner) step(n int, s Step) {
 		if res.report == nil {
 			fail("vector error: report is only given by sweep and recover_worker")
 		}
-		checkReport(*e.Report, *res.report, bad)
+		if verr := r.checkReport(*e.Report, *res.report, bad); verr != nil {
+			fail("vector error: %s", verr.msg)
+		}
 	}
 	if e.Page != nil {
 		if res.page == nil {
@@ -742,7 +744,8 @@ func needsJob(e Expect) bool {
 		e.Attempt != nil || e.RetryCount != nil || e.MaxRetries != nil || e.Leases != nil ||
 		e.NotBefore != nil || e.Deadline != nil || e.StartedAt != nil || e.CompletedAt != nil ||
 		e.LeaseExpiresAt != nil || e.LastError != nil || e.ErrorClass != nil || e.Committed != nil ||
-		e.Result != nil || e.EffectCount != nil
+		e.Result != nil || e.EffectCount != nil || e.UpdatedAt != nil || e.WakeAt != nil ||
+		e.SweepFailures != nil || e.SweepRetryAt != nil || e.CancelRequested != nil
 }
 
 // checkJob compares the job's fields with the expectation.
@@ -815,6 +818,13 @@ func (r *runner) checkJob(e Expect, j *jobstate.Job, bad func(string, ...any)) *
 		}
 	}
 	str("result", e.Result, string(j.Result))
+	tm("updated_at", e.UpdatedAt, j.UpdatedAt)
+	tm("wake_at", e.WakeAt, j.WakeAt)
+	num("sweep_failures", e.SweepFailures, j.SweepFailures)
+	tm("sweep_retry_at", e.SweepRetryAt, j.SweepRetryAt)
+	if e.CancelRequested != nil && *e.CancelRequested != j.CancelRequested {
+		bad("cancel_requested: got %v, want %v", j.CancelRequested, *e.CancelRequested)
+	}
 	for name, want := range e.EffectCount {
 		if got := r.counts.get(j.ID, name); got != want {
 			bad("effect_count[%s]: got %d, want %d", name, got, want)
@@ -823,7 +833,7 @@ func (r *runner) checkJob(e Expect, j *jobstate.Job, bad func(string, ...any)) *
 	return verr
 }
 
-func checkReport(want Report, got jobstate.SweepReport, bad func(string, ...any)) {
+func (r *runner) checkReport(want Report, got jobstate.SweepReport, bad func(string, ...any)) *stepError {
 	check := func(name string, w *int, g int) {
 		if w != nil && *w != g {
 			bad("report.%s: got %d, want %d", name, g, *w)
@@ -836,6 +846,25 @@ func checkReport(want Report, got jobstate.SweepReport, bad func(string, ...any)
 	check("failed", want.Failed, got.Failed)
 	check("requeued", want.Requeued, got.Requeued)
 	check("expired", want.Expired, got.Expired)
+	if want.Failures == nil {
+		return nil
+	}
+	wantF := make([]string, len(want.Failures))
+	for i, f := range want.Failures {
+		id, ok := r.jobs[f.Job]
+		if !ok {
+			return &stepError{fmt.Sprintf("report.failures: no job named %q", f.Job)}
+		}
+		wantF[i] = fmt.Sprintf("%s %s", r.aliasOf(id), f.Error)
+	}
+	gotF := make([]string, len(got.Failures))
+	for i, f := range got.Failures {
+		gotF[i] = fmt.Sprintf("%s %s", r.aliasOf(f.JobID), jobstate.Code(f.Err))
+	}
+	if !reflect.DeepEqual(wantF, gotF) {
+		bad("report.failures: got %q, want %q", gotF, wantF)
+	}
+	return nil
 }
 
 func (r *runner) aliasOf(id uuid.UUID) string {

@@ -1,0 +1,476 @@
+// Command mutate measures how strongly the conformance vectors pin the Go
+// engine: it plants plausible single bugs (mutants) in the root package,
+// one at a time, replays the vectors against each, and counts the mutants
+// that no vector kills (docs/conformance.md §7).
+//
+// From the repository's top:
+//
+//	go run ./conformance/cmd/mutate                 # hand-written vectors
+//	go run ./conformance/cmd/mutate -generated      # then the corpus, on the survivors
+//	go run ./conformance/cmd/mutate -list           # the mutants, without running them
+//
+// The mutation operators are: negate an if condition; move a comparison's
+// boundary (< and <=, > and >=); negate == and !=; drop one side of && and
+// ||; delete a statement (a call, an assignment other than a declaration,
+// an increment, a break or continue). Each appends one problem fewer to a
+// definition's list when it deletes a validation call, so "drop a
+// validation problem" is one of them.
+//
+// The run compiles the conformance tests once: every mutant is planted in
+// a copy of the root package's files, behind a switch that reads the
+// variable JOBSTATE_MUTANT, and the copy replaces the files through go's
+// -overlay flag, so the working tree is never touched. Then the test
+// binary runs once per mutant, on two processes by default; a mutant is
+// killed when the run fails or times out. A mutant listed in equivalent
+// (with why no behaviour of the specification can tell it from the
+// engine) is reported apart. The exit status is 1 when an unexplained
+// mutant survives.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// files are the root package's files that hold the specified rules. The
+// others hold no rule a vector can observe: Mermaid diagrams
+// (mermaid.go), the Job's JSON form (jobjson.go), the definition's JSON
+// reader (json.go, whose problems are pinned by the def_ vectors but
+// whose error paths are mostly Go reflection), CreateMany (createmany.go,
+// §4.2.1: no vector), the store-side checks (storecheck.go), clocks,
+// capabilities, error texts and the interfaces.
+var files = []string{
+	"commit.go", "create.go", "definition.go", "effects.go", "engine.go",
+	"execution.go", "failure.go", "idempotency.go", "job.go", "lease.go",
+	"lifecycle.go", "limits.go", "list.go", "policy.go", "retry.go",
+	"sweep.go", "text.go", "transitions.go", "validate.go",
+}
+
+// skipFuncs are functions of those files that no vector can reach, with
+// the reason; their mutants are not planted.
+var skipFuncs = map[string]string{
+	"New": "engine construction: options are Go values, not vector input", "WithMachines": "option", "WithClock": "option",
+	"WithObserver": "option", "WithIDs": "option", "WithRandom": "option",
+	"ready":   "an engine not made by New: Go only",
+	"Machine": "accessor", "Store": "accessor", "Now": "accessor",
+	"notify": "observers (§4.24): no step observes them",
+	"Prune":  "no vector op", "Counts": "no vector op", "Stuck": "no vector op", "ClaimMany": "no vector op",
+	"Replay":          "§2.6: pure function of a history, checked by Go tests",
+	"CheckProjection": "the §5 invariant checker, not the engine",
+	"Error":           "error texts: vectors compare codes", "KeyAt": "no vector op",
+	"String": "kind names", "MarshalText": "JSON form", "UnmarshalText": "JSON form",
+	"Retries": "Go helper", "FixedBackoff": "Go helper", "ExponentialBackoff": "Go helper", "WithJitter": "Go helper",
+	"States": "accessor copy", "Rules": "accessor copy", "Effects": "accessor copy", "Events": "accessor",
+	"Initial": "accessor", "Name": "accessor", "Policy": "accessor", "Create": "accessor", "State": "accessor",
+	"FiringOf": "Go context helper", "WakeAt": "exported helper of wakeAt",
+	"History": "plain read", "Executions": "plain read", "Due": "Go helper, unused by the engine",
+	"ContextWithSavepointer": "store capability",
+}
+
+// equivalent explains the surviving mutants that no vector can kill
+// because no behaviour the specification states tells them from the
+// engine. Keys are the mutants' stable names (see mutant.key).
+var equivalent = map[string]string{}
+
+type mutant struct {
+	id   int
+	file string
+	fn   string
+	n    int // ordinal of the mutant within its function
+	line int
+	desc string
+	src  string // the source line, trimmed
+}
+
+// key names a mutant stably across edits elsewhere in its file.
+func (m mutant) key() string { return fmt.Sprintf("%s:%s#%d %s", m.file, m.fn, m.n, m.desc) }
+
+// edit replaces the source range [start, end) by wrap applied to the
+// range's text with the nested edits made.
+type edit struct {
+	start, end int
+	wrap       func(inner string) string
+}
+
+func main() {
+	var (
+		root      = flag.String("root", ".", "the repository's top (the root package's directory)")
+		generated = flag.Bool("generated", false, "replay the generated corpus too, on the hand-written vectors' survivors")
+		parallel  = flag.Int("parallel", 2, "mutants run at once")
+		timeout   = flag.Duration("timeout", 60*time.Second, "longest run of one mutant; a longer one is killed")
+		only      = flag.String("only", "", "regexp: run only the mutants whose key matches")
+		list      = flag.Bool("list", false, "list the mutants and exit")
+		keep      = flag.Bool("keep", false, "keep the temporary directory")
+	)
+	flag.Parse()
+	if err := run(*root, *generated, *parallel, *timeout, *only, *list, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "mutate:", err)
+		os.Exit(2)
+	}
+}
+
+func run(root string, generated bool, parallel int, timeout time.Duration, only string, list, keep bool) error {
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return err
+	}
+	var filter *regexp.Regexp
+	if only != "" {
+		if filter, err = regexp.Compile(only); err != nil {
+			return err
+		}
+	}
+	tmp, err := os.MkdirTemp("", "jobstate-mutate-")
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer os.RemoveAll(tmp)
+	}
+	overlay := map[string]string{}
+	var all []mutant
+	for _, name := range files {
+		path := filepath.Join(root, name)
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		out, ms, err := instrument(name, src, len(all)+1)
+		if err != nil {
+			return err
+		}
+		all = append(all, ms...)
+		dst := filepath.Join(tmp, name)
+		if err := os.WriteFile(dst, out, 0o644); err != nil {
+			return err
+		}
+		overlay[path] = dst
+	}
+	sw := filepath.Join(tmp, "zz_mutant_switch.go")
+	if err := os.WriteFile(sw, []byte(switchFile), 0o644); err != nil {
+		return err
+	}
+	overlay[filepath.Join(root, "zz_mutant_switch.go")] = sw
+	if list {
+		for _, m := range all {
+			fmt.Printf("%4d %s:%d %s\n     %s\n", m.id, m.file, m.line, m.key(), m.src)
+		}
+		return nil
+	}
+	ov, _ := json.Marshal(map[string]any{"Replace": overlay})
+	ovPath := filepath.Join(tmp, "overlay.json")
+	if err := os.WriteFile(ovPath, ov, 0o644); err != nil {
+		return err
+	}
+	bin := filepath.Join(tmp, "conformance.test")
+	build := exec.Command("go", "test", "-c", "-overlay", ovPath, "-o", bin, "./conformance")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the instrumented tests: %v\n%s", err, out)
+	}
+	dir := filepath.Join(root, "conformance")
+	vectors := "^TestVectorsOnMemstore$"
+	if ok, out := runMutant(bin, dir, vectors, 0, timeout); !ok {
+		return fmt.Errorf("the vectors fail on the engine itself (no mutant):\n%s", out)
+	}
+	var todo []mutant
+	for _, m := range all {
+		if filter == nil || filter.MatchString(m.key()) {
+			todo = append(todo, m)
+		}
+	}
+	start := time.Now()
+	survivors, kills := runAll(bin, dir, vectors, todo, parallel, timeout)
+	fmt.Printf("hand-written vectors: %d mutants, %d killed, %d survived (%.1f%% killed) in %s\n",
+		len(todo), len(todo)-len(survivors), len(survivors), pct(len(todo)-len(survivors), len(todo)), time.Since(start).Round(time.Second))
+	byVector := map[string]int{}
+	for _, v := range kills {
+		byVector[v]++
+	}
+	if generated && len(survivors) > 0 {
+		left, _ := runAll(bin, dir, "^(TestVectorsOnMemstore|TestGeneratedOnMemstore)$", survivors, parallel, 4*timeout)
+		fmt.Printf("with the generated corpus: %d of the %d survivors killed, %d survived\n", len(survivors)-len(left), len(survivors), len(left))
+		survivors = left
+	}
+	var explained, open []mutant
+	for _, m := range survivors {
+		if _, ok := equivalent[m.key()]; ok {
+			explained = append(explained, m)
+		} else {
+			open = append(open, m)
+		}
+	}
+	fmt.Printf("survivors: %d equivalent (explained), %d unexplained; plausible mutants killed: %.1f%% (%d of %d)\n",
+		len(explained), len(open), pct(len(todo)-len(survivors), len(todo)-len(explained)), len(todo)-len(survivors), len(todo)-len(explained))
+	for _, m := range explained {
+		fmt.Printf("  equivalent %s:%d %s\n      %s\n      %s\n", m.file, m.line, m.key(), m.src, equivalent[m.key()])
+	}
+	for _, m := range open {
+		fmt.Printf("  SURVIVED   %s:%d %s\n      %s\n", m.file, m.line, m.key(), m.src)
+	}
+	if len(open) > 0 {
+		os.Exit(1)
+	}
+	return nil
+}
+
+func pct(a, b int) float64 {
+	if b == 0 {
+		return 100
+	}
+	return 100 * float64(a) / float64(b)
+}
+
+// runAll runs every mutant and returns the survivors, in id order, and for
+// each killed mutant the first vector that failed.
+func runAll(bin, dir, tests string, ms []mutant, parallel int, timeout time.Duration) ([]mutant, map[int]string) {
+	var (
+		mu        sync.Mutex
+		survivors []mutant
+		kills     = map[int]string{}
+		wg        sync.WaitGroup
+		next      = make(chan mutant)
+	)
+	for i := 0; i < parallel; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := range next {
+				ok, out := runMutant(bin, dir, tests, m.id, timeout)
+				mu.Lock()
+				if ok {
+					survivors = append(survivors, m)
+				} else {
+					kills[m.id] = firstFailure(out)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, m := range ms {
+		next <- m
+	}
+	close(next)
+	wg.Wait()
+	sort.Slice(survivors, func(i, j int) bool { return survivors[i].id < survivors[j].id })
+	return survivors, kills
+}
+
+var failLine = regexp.MustCompile(`--- FAIL: \S+/(\S+)`)
+
+func firstFailure(out string) string {
+	if m := failLine.FindStringSubmatch(out); m != nil {
+		return m[1]
+	}
+	return "(no vector named: a panic, a timeout or a build of the test)"
+}
+
+// runMutant runs the tests with mutant id switched on (0: none) and
+// reports whether they passed.
+func runMutant(bin, dir, tests string, id int, timeout time.Duration) (bool, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-test.run", tests, "-test.failfast", "-test.count=1", "-test.timeout", timeout.String())
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), fmt.Sprintf("JOBSTATE_MUTANT=%d", id))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return err == nil, out.String()
+}
+
+// switchFile is added to the root package: the mutant the run switches on.
+const switchFile = `package jobstate
+
+import (
+	"os"
+	"strconv"
+)
+
+var zzMutant = func() int {
+	n, _ := strconv.Atoi(os.Getenv("JOBSTATE_MUTANT"))
+	return n
+}()
+
+func zzOn(k int) bool { return zzMutant == k }
+`
+
+// instrument plants the mutants of one file, numbered from first, and
+// returns the file's new text with them.
+func instrument(name string, src []byte, first int) ([]byte, []mutant, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, name, src, parser.ParseComments)
+	if err != nil {
+		return nil, nil, err
+	}
+	var (
+		edits []edit
+		ms    []mutant
+	)
+	off := func(p token.Pos) int { return fset.Position(p).Offset }
+	text := func(n ast.Node) string { return string(src[off(n.Pos()):off(n.End())]) }
+	lineText := func(p token.Pos) string {
+		pos := fset.Position(p)
+		lines := strings.Split(string(src), "\n")
+		return strings.TrimSpace(lines[pos.Line-1])
+	}
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Body == nil {
+			continue
+		}
+		if _, skip := skipFuncs[fd.Name.Name]; skip {
+			continue
+		}
+		fn := fd.Name.Name
+		if fd.Recv != nil && len(fd.Recv.List) == 1 {
+			fn = recvName(fd.Recv.List[0].Type) + "." + fn
+		}
+		n := 0
+		add := func(node ast.Node, desc string, wrap func(k int, inner string) string) {
+			n++
+			k := first + len(ms)
+			ms = append(ms, mutant{id: k, file: name, fn: fn, n: n, line: fset.Position(node.Pos()).Line, desc: desc, src: lineText(node.Pos())})
+			edits = append(edits, edit{start: off(node.Pos()), end: off(node.End()), wrap: func(inner string) string { return wrap(k, inner) }})
+		}
+		// alt wraps a boolean expression: alternative text when the mutant
+		// is on, the original (with nested mutants) otherwise. The
+		// alternative is never evaluated when the mutant is off.
+		alt := func(node ast.Node, desc, alternative string) {
+			add(node, desc, func(k int, inner string) string {
+				return fmt.Sprintf("((zzOn(%d) && (%s)) || (!zzOn(%d) && (%s)))", k, alternative, k, inner)
+			})
+		}
+		ast.Inspect(fd.Body, func(node ast.Node) bool {
+			switch x := node.(type) {
+			case *ast.FuncLit:
+				return true
+			case *ast.IfStmt:
+				if b, ok := x.Cond.(*ast.BinaryExpr); ok && (b.Op == token.EQL || b.Op == token.NEQ) {
+					break // negated as a comparison below
+				}
+				alt(x.Cond, "negate if condition", "!("+text(x.Cond)+")")
+			case *ast.BinaryExpr:
+				l, r := text(x.X), text(x.Y)
+				switch x.Op {
+				case token.LSS:
+					alt(x, "< to <=", "("+l+") <= ("+r+")")
+				case token.LEQ:
+					alt(x, "<= to <", "("+l+") < ("+r+")")
+				case token.GTR:
+					alt(x, "> to >=", "("+l+") >= ("+r+")")
+				case token.GEQ:
+					alt(x, ">= to >", "("+l+") > ("+r+")")
+				case token.EQL:
+					alt(x, "== to !=", "("+l+") != ("+r+")")
+				case token.NEQ:
+					alt(x, "!= to ==", "("+l+") == ("+r+")")
+				case token.LAND:
+					alt(x, "&& keeps its right side", r)
+					alt(x, "&& keeps its left side", l)
+				case token.LOR:
+					alt(x, "|| keeps its right side", r)
+					alt(x, "|| keeps its left side", l)
+				}
+			case *ast.BlockStmt:
+				stmts(x.List, add)
+			case *ast.CaseClause:
+				stmts(x.Body, add)
+			}
+			return true
+		})
+	}
+	return apply(src, edits), ms, nil
+}
+
+// stmts plants a deletion of each statement of list that can be deleted
+// without breaking the build.
+func stmts(list []ast.Stmt, add func(ast.Node, string, func(int, string) string)) {
+	del := func(s ast.Stmt, desc string) {
+		add(s, desc, func(k int, inner string) string {
+			return fmt.Sprintf("if !zzOn(%d) {\n%s\n}", k, inner)
+		})
+	}
+	for _, s := range list {
+		switch x := s.(type) {
+		case *ast.ExprStmt:
+			if c, ok := x.X.(*ast.CallExpr); ok && isPanic(c) {
+				continue
+			}
+			del(s, "delete call")
+		case *ast.AssignStmt:
+			if x.Tok != token.DEFINE {
+				del(s, "delete assignment")
+			}
+		case *ast.IncDecStmt:
+			del(s, "delete "+x.Tok.String())
+		case *ast.BranchStmt:
+			if x.Tok == token.BREAK || x.Tok == token.CONTINUE {
+				if x.Label == nil {
+					del(s, "delete "+x.Tok.String())
+				}
+			}
+		}
+	}
+}
+
+func isPanic(c *ast.CallExpr) bool {
+	id, ok := c.Fun.(*ast.Ident)
+	return ok && id.Name == "panic"
+}
+
+func recvName(t ast.Expr) string {
+	switch x := t.(type) {
+	case *ast.StarExpr:
+		return recvName(x.X)
+	case *ast.Ident:
+		return x.Name
+	case *ast.IndexExpr:
+		return recvName(x.X)
+	}
+	return "?"
+}
+
+// apply makes the edits, which are nested or disjoint, innermost first.
+func apply(src []byte, edits []edit) []byte {
+	sort.SliceStable(edits, func(i, j int) bool {
+		if edits[i].start != edits[j].start {
+			return edits[i].start < edits[j].start
+		}
+		return edits[i].end > edits[j].end // outer first
+	})
+	var render func(start, end int, es []edit) string
+	render = func(start, end int, es []edit) string {
+		var b strings.Builder
+		pos := start
+		for i := 0; i < len(es); {
+			e := es[i]
+			// the edits nested in e follow it
+			j := i + 1
+			for j < len(es) && es[j].start < e.end {
+				j++
+			}
+			b.Write(src[pos:e.start])
+			b.WriteString(e.wrap(render(e.start, e.end, es[i+1:j])))
+			pos = e.end
+			i = j
+		}
+		b.Write(src[pos:end])
+		return b.String()
+	}
+	return []byte(render(0, len(src), edits))
+}
