@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/machines"
 )
 
 // This file holds the scenario generator of docs/conformance.md §6: it
@@ -59,6 +60,7 @@ func GenMachines() ([]GenMachine, error) {
 		return nil, err
 	}
 	seen := make(map[string]bool)
+	varied := make(map[string]bool) // names with a sweep-failure variant: the first definition of each
 	var ms []GenMachine
 	for _, v := range vs { // sorted by name
 		if v.Expect != nil && v.Expect.Error != "" {
@@ -77,6 +79,14 @@ func GenMachines() ([]GenMachine, error) {
 			return nil, fmt.Errorf("%s: %w", v.Name, err)
 		}
 		ms = append(ms, GenMachine{Label: def.Name(), From: v.Name, Definition: buf.Bytes()})
+		if variant, ok := sweepFailVariant(buf.Bytes()); ok && !varied[def.Name()] {
+			varied[def.Name()] = true
+			def, err := jobstate.ParseDefinition(variant, NewRegistry())
+			if err != nil {
+				return nil, fmt.Errorf("%s, its sweep-failure variant: %w", v.Name, err)
+			}
+			ms = append(ms, GenMachine{Label: def.Name(), From: v.Name, Definition: variant})
+		}
 	}
 	byName := make(map[string]int)
 	for _, m := range ms {
@@ -91,6 +101,55 @@ func GenMachines() ([]GenMachine, error) {
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Label < ms[j].Label })
 	return ms, nil
+}
+
+// sweepFailSuffix ends the name of a machine's sweep-failure variant.
+const sweepFailSuffix = "_sweepfail"
+
+// sweepFailVariant returns, for a definition whose table has a requeue
+// rule without an effect, the same machine named <name>_sweepfail whose
+// requeue rules run the registry's fail_effect and whose abandon rules
+// without an effect run count: its sweeps fail, whole (a requeue's effect
+// first in its write) or in part (after a lost lease's abandon), so that
+// its scenarios exercise the sweep's failures and push-backs
+// (specification §4.17). GenMachines draws one variant per machine name,
+// of its first definition. Lifecycle machines keep their literal
+// definitions and have none.
+func sweepFailVariant(def []byte) ([]byte, bool) {
+	dec := json.NewDecoder(bytes.NewReader(def))
+	dec.UseNumber()
+	var d map[string]any
+	if dec.Decode(&d) != nil {
+		return nil, false
+	}
+	name, _ := d["name"].(string)
+	if _, ok := machines.LifecycleOf(name); ok {
+		return nil, false
+	}
+	rules, _ := d["rules"].([]any)
+	changed := false
+	for _, r := range rules {
+		rule, ok := r.(map[string]any)
+		if !ok || rule["effect"] != nil {
+			continue
+		}
+		switch rule["event"] {
+		case "requeue":
+			rule["effect"] = "fail_effect"
+			changed = true
+		case "abandon":
+			rule["effect"] = "count"
+		}
+	}
+	if !changed {
+		return nil, false
+	}
+	d["name"] = name + sweepFailSuffix
+	out, err := json.Marshal(d)
+	if err != nil {
+		return nil, false
+	}
+	return out, true
 }
 
 // GenOptions says what to generate.
@@ -250,12 +309,8 @@ func (g *generator) run(s Step) (bool, error) {
 	if verr != nil {
 		return false, errors.New(verr.msg)
 	}
-	if hasTarget && r.def.Policy().LazyExpiry {
-		switch s.Op {
-		case "claim", "sweep", "create", "clock", "history", "executions":
-		default:
-			_, _ = r.eng.Get(r.ctx, target)
-		}
+	if hasTarget && r.def.Policy().LazyExpiry && getsFirst(s) {
+		_, _ = r.eng.Get(r.ctx, target)
 	}
 	before := r.snapshot()
 	res, verr := r.do(s, target, hasTarget)
@@ -303,6 +358,14 @@ func (g *generator) run(s Step) (bool, error) {
 		e.Report = &Report{
 			Jobs: ptr(rp.Jobs), Finalized: ptr(rp.Finalized), Aborted: ptr(rp.Aborted), Retried: ptr(rp.Retried),
 			Failed: ptr(rp.Failed), Requeued: ptr(rp.Requeued), Expired: ptr(rp.Expired),
+			Failures: []Failure{},
+		}
+		for _, f := range rp.Failures {
+			a, ok := g.first[f.JobID]
+			if !ok {
+				return false, fmt.Errorf("report: a failure of job %s, which the scenario did not create", f.JobID)
+			}
+			e.Report.Failures = append(e.Report.Failures, Failure{Job: a, Error: jobstate.Code(f.Err)})
 		}
 	}
 	if hasTarget && s.Op != "clock" {
@@ -396,6 +459,11 @@ func (g *generator) expectJob(s Step, e *Expect, j *jobstate.Job, ok bool) {
 		}
 	}
 	e.Result = ptr(string(j.Result))
+	e.UpdatedAt = ptr(genTime(j.UpdatedAt))
+	e.WakeAt = ptr(genTime(j.WakeAt))
+	e.SweepFailures = ptr(j.SweepFailures)
+	e.SweepRetryAt = ptr(genTime(j.SweepRetryAt))
+	e.CancelRequested = ptr(j.CancelRequested)
 	e.EffectCount = map[string]int{"count": r.counts.get(j.ID, "count")}
 }
 

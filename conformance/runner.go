@@ -160,14 +160,10 @@ func (r *runner) step(n int, s Step) {
 	if verr != nil {
 		fail("vector error: %s", verr.msg)
 	}
-	if hasTarget && r.def.Policy().LazyExpiry && !s.SkipGet {
-		switch s.Op {
-		case "claim", "sweep", "recover_worker", "create", "clock", "history", "executions":
-		default:
-			// Lazy expiry precedes the operation as a write of its own and
-			// stays if the operation fails: compare from after it.
-			_, _ = r.eng.Get(r.ctx, target)
-		}
+	if hasTarget && r.def.Policy().LazyExpiry && getsFirst(s) {
+		// Lazy expiry precedes the operation as a write of its own and
+		// stays if the operation fails: compare from after it.
+		_, _ = r.eng.Get(r.ctx, target)
 	}
 	before := r.snapshot()
 
@@ -310,6 +306,18 @@ func (r *runner) step(n int, s Step) {
 	if len(problems) > 0 {
 		fail("%s", strings.Join(problems, "\n  "))
 	}
+}
+
+// getsFirst reports whether the runner reads a step's job with a get
+// before the step, on a machine with lazy expiry (docs/conformance.md
+// §2.5): for every operation on a named job or lease but those that do no
+// lazy expiry, unless the step asks it not to (skip_get).
+func getsFirst(s Step) bool {
+	switch s.Op {
+	case "claim", "sweep", "recover_worker", "create", "clock", "history", "executions":
+		return false
+	}
+	return !s.SkipGet
 }
 
 // target resolves the job a step names: job alias, literal job id, or the

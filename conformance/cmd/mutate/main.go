@@ -111,7 +111,7 @@ func main() {
 		root      = flag.String("root", ".", "the repository's top (the root package's directory)")
 		generated = flag.Bool("generated", false, "replay the generated corpus too, on the hand-written vectors' survivors")
 		parallel  = flag.Int("parallel", 2, "mutants run at once")
-		timeout   = flag.Duration("timeout", 60*time.Second, "longest run of one mutant; a longer one is killed")
+		timeout   = flag.Duration("timeout", 20*time.Second, "longest run of one mutant; a longer one is killed")
 		only      = flag.String("only", "", "regexp: run only the mutants whose key matches")
 		list      = flag.Bool("list", false, "list the mutants and exit")
 		keep      = flag.Bool("keep", false, "keep the temporary directory")
