@@ -861,20 +861,25 @@ func (r *runner) checkReport(want Report, got jobstate.SweepReport, bad func(str
 	if want.Failures == nil {
 		return nil
 	}
-	wantF := make([]string, len(want.Failures))
+	// Compared by job id and code: a job may have several aliases.
+	type failure struct {
+		id   uuid.UUID
+		code string
+	}
+	wantF := make([]failure, len(want.Failures))
 	for i, f := range want.Failures {
 		id, ok := r.jobs[f.Job]
 		if !ok {
 			return &stepError{fmt.Sprintf("report.failures: no job named %q", f.Job)}
 		}
-		wantF[i] = fmt.Sprintf("%s %s", r.aliasOf(id), f.Error)
+		wantF[i] = failure{id, f.Error}
 	}
-	gotF := make([]string, len(got.Failures))
+	gotF := make([]failure, len(got.Failures))
 	for i, f := range got.Failures {
-		gotF[i] = fmt.Sprintf("%s %s", r.aliasOf(f.JobID), jobstate.Code(f.Err))
+		gotF[i] = failure{f.JobID, jobstate.Code(f.Err)}
 	}
 	if !reflect.DeepEqual(wantF, gotF) {
-		bad("report.failures: got %q, want %q", gotF, wantF)
+		bad("report.failures: got %v, want %v", gotF, wantF)
 	}
 	return nil
 }
