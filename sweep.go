@@ -138,20 +138,46 @@ func (e *Engine) pushBack(ctx context.Context, id uuid.UUID, now time.Time) {
 // sweepJob applies the timed rules to one job at now.
 func (e *Engine) sweepJob(ctx context.Context, id uuid.UUID, now time.Time, rep *SweepReport) error {
 	var r SweepReport
+	var marks []reportMark
 	_, err := e.run(ctx, id, nil, func(ctx context.Context, def *Definition, cur Snapshot, _ time.Time, p *plan) (Write, error) {
-		r = SweepReport{}
-		return e.sweepWrite(ctx, def, &cur, now, &r, p)
+		r, marks = SweepReport{}, nil
+		return e.sweepWrite(ctx, def, &cur, now, &r, &marks, p)
 	})
-	if err == nil || errors.Is(err, ErrIncomplete) {
-		rep.add(r)
-	}
+	rep.add(written(r, marks, err))
 	return err
+}
+
+// reportMark is what a chained write had counted once its first recs
+// records were made.
+type reportMark struct {
+	recs int
+	rep  SweepReport
+}
+
+// written returns the counts of what a chained write recorded: all of r
+// when it was written whole, the counts of the part kept when it was cut
+// back (an *IncompleteError), nothing when it failed.
+func written(r SweepReport, marks []reportMark, err error) SweepReport {
+	var inc *IncompleteError
+	switch {
+	case err == nil:
+		return r
+	case errors.As(err, &inc):
+		var kept SweepReport
+		for _, m := range marks {
+			if m.recs <= inc.Kept {
+				kept = m.rep
+			}
+		}
+		return kept
+	}
+	return SweepReport{}
 }
 
 // sweepWrite chains the timed rules that apply to cur at now into one
 // write. It writes nothing when none applies.
-func (e *Engine) sweepWrite(ctx context.Context, def *Definition, cur *Snapshot, now time.Time, r *SweepReport, p *plan) (Write, error) {
-	c := chain{cur: *cur, w: Write{Job: cur.Job}, p: p}
+func (e *Engine) sweepWrite(ctx context.Context, def *Definition, cur *Snapshot, now time.Time, r *SweepReport, marks *[]reportMark, p *plan) (Write, error) {
+	c := chain{cur: *cur, w: Write{Job: cur.Job}, p: p, marks: marks}
 	if c.cur.Job.Terminal() {
 		return c.w, nil
 	}
@@ -166,6 +192,7 @@ func (e *Engine) sweepWrite(ctx context.Context, def *Definition, cur *Snapshot,
 			return Write{}, err
 		}
 		r.Requeued++
+		c.mark(r)
 	}
 	// 3. Deadline, also of a job just requeued into a state that can expire.
 	if def.overdue(&c.cur.Job, now) {
@@ -173,6 +200,7 @@ func (e *Engine) sweepWrite(ctx context.Context, def *Definition, cur *Snapshot,
 			return Write{}, err
 		}
 		r.Expired++
+		c.mark(r)
 	}
 	if c.w.Job.Version == cur.Job.Version && !c.w.Job.WakeAt.Equal(def.wakeAt(&c.w.Job)) {
 		// Nothing to do, but the stored wake time is stale: refresh it so
@@ -224,16 +252,18 @@ func (e *Engine) loseLeases(ctx context.Context, def *Definition, c *chain, now 
 			return err
 		}
 		c.add(w)
+		c.mark(r)
 	}
 	return nil
 }
 
 // RecoverWorker ends at once every live execution held by worker, as if
 // its leases had expired: for a process that restarts under the same
-// worker name and knows that whatever it held before is dead (its
-// work is failed at start-up, without waiting for the leases to lapse). Executions past their commit are finalized without re-applying
-// their effect; the others are aborted and their jobs retried or failed by
-// the retry policy. It returns what it did; a job whose write fails is
+// worker name and knows that whatever it held before is dead (its work
+// is failed at start-up, without waiting for the leases to lapse).
+// Executions past their commit are finalized without re-applying their
+// effect; the others are aborted and their jobs retried or failed by the
+// retry policy. It returns what it did; a job whose write fails is
 // left for the sweep and the first such error returned.
 func (e *Engine) RecoverWorker(ctx context.Context, worker string) (SweepReport, error) {
 	var rep SweepReport
@@ -257,9 +287,10 @@ func (e *Engine) RecoverWorker(ctx context.Context, worker string) (SweepReport,
 			continue // another engine's machine
 		}
 		var r SweepReport
+		var marks []reportMark
 		_, err := e.run(ctx, j.ID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error) {
-			r = SweepReport{}
-			c := chain{cur: cur, w: Write{Job: cur.Job}, p: p}
+			r, marks = SweepReport{}, nil
+			c := chain{cur: cur, w: Write{Job: cur.Job}, p: p, marks: &marks}
 			if err := e.loseLeases(ctx, def, &c, now, held, "worker "+worker+" restarted", &r); err != nil {
 				return Write{}, err
 			}
@@ -271,10 +302,11 @@ func (e *Engine) RecoverWorker(ctx context.Context, worker string) (SweepReport,
 		if err != nil && !errors.Is(err, ErrIncomplete) {
 			continue
 		}
-		if r.Aborted+r.Finalized > 0 {
+		done := written(r, marks, err)
+		if done.Aborted+done.Finalized > 0 {
 			rep.Jobs++
 		}
-		rep.add(r)
+		rep.add(done)
 	}
 	if n := len(rep.Failures); n > 0 {
 		return rep, fmt.Errorf("jobstate: recover worker %q: %d job(s) could not be written; the first, job %s: %w", worker, n, rep.Failures[0].JobID, rep.Failures[0].Err)
@@ -310,6 +342,15 @@ type chain struct {
 	cur Snapshot
 	w   Write
 	p   *plan
+	// marks, when set, receives the report's counts after each step.
+	marks *[]reportMark
+}
+
+// mark notes the report's counts as of the records chained so far.
+func (c *chain) mark(r *SweepReport) {
+	if c.marks != nil {
+		*c.marks = append(*c.marks, reportMark{recs: len(c.w.Transitions), rep: *r})
+	}
 }
 
 // snapshot returns the job as the writes so far leave it.

@@ -45,11 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) jobstate.Store) {
 
 // knownIssues maps the names of vectors the Go engine does not yet pass to
 // the engine defect each one exposes. It is empty when the engine conforms.
-var knownIssues = map[string]string{
-	"op_sweep_failure_counts_written_steps": "when a rule effect cuts a job's chained sweep write back " +
-		"(ErrIncomplete), Engine.sweepJob adds the counts of every step of the chain to the report, the " +
-		"step whose effect failed included; specification §4.17 step 6 counts only the steps written",
-}
+var knownIssues = map[string]string{}
 
 // RunVector replays one vector. Its definition is loaded with
 // jobstate.ParseDefinition and NewRegistry(); a vector whose definition
