@@ -12,7 +12,8 @@ import (
 // offered in claim order, each under its own lock, never another job's;
 // a job locked by an update is passed over.
 func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstate.UpdateFunc) (jobstate.Job, error) {
-	jobs, err := s.claim(ctx, q, 1, fn)
+	var one [1]jobstate.Job
+	jobs, err := s.claim(ctx, q, 1, fn, one[:0])
 	if err != nil {
 		return jobstate.Job{}, err
 	}
@@ -33,17 +34,16 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 	if n < 1 {
 		return nil, fmt.Errorf("%w: batch of %d jobs", jobstate.ErrInvalidArgument, n)
 	}
-	return s.claim(ctx, q, n, fn)
+	return s.claim(ctx, q, n, fn, nil)
 }
 
 // claim offers the candidates of q to fn, each once, until n were taken,
 // q.Limit were offered (all when q.Limit <= 0) or none is left, and
-// returns the jobs taken. No job is offered twice.
-func (s *Store) claim(ctx context.Context, q jobstate.ClaimQuery, n int, fn jobstate.UpdateFunc) ([]jobstate.Job, error) {
+// returns out with the jobs taken appended.
+func (s *Store) claim(ctx context.Context, q jobstate.ClaimQuery, n int, fn jobstate.UpdateFunc, out []jobstate.Job) ([]jobstate.Job, error) {
 	if fn == nil {
 		return nil, fmt.Errorf("%w: nil claim function", jobstate.ErrInvalidArgument)
 	}
-	var out []jobstate.Job
 	var offered map[*entry]bool
 	for offers := 0; len(out) < n && (q.Limit <= 0 || offers < q.Limit); offers++ {
 		if err := ctx.Err(); err != nil {

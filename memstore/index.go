@@ -117,7 +117,8 @@ func claimItemOf(e *entry, j *jobstate.Job) claimItem {
 type index int
 
 const (
-	byWake         index = iota // jobs with a wake time, by it
+	byCompletion   index = iota // terminal jobs, by completion time
+	byWake                      // jobs with a wake time, by it
 	byOwner                     // jobs with an owner, by owner, then creation time
 	byKey                       // jobs created with a key, by key, then creation time
 	byStateCreated              // every job, by state, then creation time
@@ -133,6 +134,8 @@ func (x index) itemOf(e *entry, j *jobstate.Job) (item, bool) {
 	it := item{id: idOf(j.ID), e: e}
 	in := true
 	switch x {
+	case byCompletion:
+		it.at, in = instantOf(j.CompletedAt), j.Kind == jobstate.KindTerminal
 	case byWake:
 		it.at, in = instantOf(j.WakeAt), !j.WakeAt.IsZero()
 	case byOwner:
@@ -218,12 +221,11 @@ func (s *Store) reindex(e *entry, old, cur *jobstate.Job) {
 		s.machines[name] = m
 	}
 	if cur != nil {
-		s.done.set(e, instantOf(cur.CompletedAt), cur.Kind == jobstate.KindTerminal)
 		s.leased.set(e, instantOf(cur.HeartbeatAt), cur.Leases > 0)
 	} else {
-		s.done.set(e, instant{}, false)
 		s.leased.set(e, instant{}, false)
 	}
+	byCompletion.move(s.done, e, old, cur)
 	byWake.move(m.wake, e, old, cur)
 	m.moveReady(e, old, cur)
 	if old == nil || cur == nil || old.State != cur.State {

@@ -8,10 +8,10 @@
 // runs. Each job also has a lock of its own, held while a function decides
 // the job's next version, and each idempotency key in use has one too, so
 // that a function holds up no other job and no other key. The indexes are
-// ordered trees (github.com/google/btree) and heaps (container/heap) kept
-// beside the jobs: claim order per machine, wake times, heartbeats,
-// completion times and, from the first List on, states by creation and by
-// update time, owners and keys.
+// ordered trees (github.com/google/btree) kept beside the jobs: claim
+// order per machine, wake times, completion times and, from the first
+// List on, states by creation and by update time, owners and keys; and a
+// heap (container/heap) of heartbeats.
 //
 // Costs, for n jobs stored:
 //
@@ -32,9 +32,9 @@
 //     listing indexes.
 //   - Prune: logarithmic per job deleted, oldest completion first, in
 //     batches between which the store's lock is released. Trees give back
-//     their nodes as they empty, and Prune rebuilds the maps and the heaps'
-//     arrays once they hold a quarter of what they held at most, so that
-//     memory follows the jobs stored, up and down.
+//     their nodes as they empty, and Prune rebuilds the maps and the
+//     heap's array once they hold a quarter of what they held at most, so
+//     that memory follows the jobs stored, up and down.
 package memstore
 
 import (
@@ -62,8 +62,8 @@ type Store struct {
 	jobs     map[uuid.UUID]*entry
 	keys     map[keyID]*entry // the job holding each key
 	machines map[string]*machine
-	done     *entryHeap // terminal jobs, by completion time
-	leased   *entryHeap // jobs holding leases, by heartbeat
+	done     *btree.BTreeG[item] // terminal jobs, by completion time
+	leased   leaseHeap           // jobs holding leases, by heartbeat
 	// The listing indexes, kept from the first List on (listing): these
 	// two, and the machines' indexes by state.
 	owners  *btree.BTreeG[item] // jobs with an owner, by owner, then creation time
@@ -97,9 +97,12 @@ type entry struct {
 	// it while Store.keys says so.
 	key keyID
 	// available says which claim tree holds the job while it is ready;
-	// inDone and inLeased are its places in Store.done and Store.leased.
-	available        bool
-	inDone, inLeased heapSlot
+	// leaseAt is its index in Store.leased, -1 when it is not there.
+	available bool
+	leaseAt   int
+	// exec1 holds execs while the job has at most one execution (most
+	// jobs), so that a first claim allocates nothing for it.
+	exec1 [1]jobstate.Execution
 }
 
 // historyRoom is the room a new job's history starts with: a short
@@ -112,8 +115,7 @@ func New() *Store {
 		jobs:     make(map[uuid.UUID]*entry),
 		keys:     make(map[keyID]*entry),
 		machines: make(map[string]*machine),
-		done:     &entryHeap{slot: func(e *entry) *heapSlot { return &e.inDone }},
-		leased:   &entryHeap{slot: func(e *entry) *heapSlot { return &e.inLeased }},
+		done:     newTree(),
 		owners:   newTree(),
 		keyed:    newTree(),
 	}
@@ -271,14 +273,13 @@ func (s *Store) insert(w *jobstate.Write, k keyID) (jobstate.Job, error) {
 		return jobstate.Job{}, err
 	}
 	e := &entry{
-		job:      w.Job,
-		execs:    slices.Clone(w.Executions),
-		effects:  slices.Clone(w.Effects),
-		history:  append(make([]jobstate.Transition, 0, max(historyRoom, len(w.Transitions))), w.Transitions...),
-		key:      k,
-		inDone:   heapSlot{index: -1},
-		inLeased: heapSlot{index: -1},
+		job:     w.Job,
+		effects: slices.Clone(w.Effects),
+		history: append(make([]jobstate.Transition, 0, max(historyRoom, len(w.Transitions))), w.Transitions...),
+		key:     k,
+		leaseAt: -1,
 	}
+	e.execs = append(e.exec1[:0], w.Executions...)
 	s.mu.Lock()
 	if s.jobs[e.job.ID] != nil {
 		s.mu.Unlock()

@@ -3,8 +3,6 @@ package memstore
 import (
 	"context"
 	"time"
-
-	"github.com/jobstate/jobstate"
 )
 
 // pruneBatch bounds how many jobs one hold of the store's lock deletes,
@@ -16,63 +14,64 @@ const pruneBatch = 1000
 const minRebuild = 4096
 
 // Prune implements jobstate.Pruner. It takes the terminal jobs from the
-// heap by completion time, oldest first, in batches of pruneBatch between
-// which the store's lock is released: its cost is logarithmic per job
-// deleted, however many jobs are stored. A job being updated while Prune
-// runs is left for a later call. Then it rebuilds the maps, and the
-// heaps' arrays, that hold a quarter of what they held at most, at their
+// index by completion time, oldest first, in batches of pruneBatch
+// between which the store's lock is released: its cost is logarithmic per
+// job deleted, however many jobs are stored. A job being updated while
+// Prune runs is left for a later call. Then it rebuilds the maps, and the
+// heap's array, that hold a quarter of what they held at most, at their
 // new size.
 func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	cut := instantOf(before)
 	n := 0
-	var busy []*entry // jobs being updated, taken out of the heap meanwhile
+	// cursor is the last job looked at: each batch starts after it, so
+	// that jobs left because they were locked are not looked at again.
+	cursor := item{at: beforeAll}
 	var err error
 	for more := true; more; {
 		if err = ctx.Err(); err != nil {
 			break
 		}
 		s.mu.Lock()
-		more = s.pruneBatch(cut, limit, &n, &busy)
+		more = s.pruneBatch(instantOf(before), limit, &n, &cursor)
 		s.mu.Unlock()
 		s.betweenBatches()
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, e := range busy {
-		if !e.gone {
-			s.done.set(e, instantOf(e.job.CompletedAt), e.job.Kind == jobstate.KindTerminal)
-		}
-	}
 	s.shrink()
+	s.mu.Unlock()
 	return n, err
 }
 
 // pruneBatch deletes up to pruneBatch terminal jobs completed before cut,
-// oldest first, adding them to n, and reports whether more may remain. A
-// job whose lock is held is taken out of the heap and added to busy.
-// Caller holds mu for writing.
-func (s *Store) pruneBatch(cut instant, limit int, n *int, busy *[]*entry) bool {
-	for range pruneBatch {
-		if limit > 0 && *n >= limit {
+// oldest first from after the cursor, adding them to n, and reports
+// whether more may remain. Caller holds mu for writing.
+func (s *Store) pruneBatch(cut instant, limit int, n *int, cursor *item) bool {
+	want := pruneBatch
+	if limit > 0 {
+		want = min(want, limit-*n)
+	}
+	var batch []item
+	s.done.AscendGreaterOrEqual(*cursor, func(it item) bool {
+		if it.at.compare(cut) >= 0 || len(batch) == want {
 			return false
 		}
-		if s.done.Len() == 0 || s.done.entries[0].inDone.key.compare(cut) >= 0 {
-			return false
+		if compareItems(it, *cursor) > 0 {
+			batch = append(batch, it)
 		}
-		e := s.done.entries[0]
-		if !e.lock.TryLock() {
-			s.done.set(e, instant{}, false)
-			*busy = append(*busy, e)
-			continue
+		return true
+	})
+	for _, it := range batch {
+		*cursor = it
+		if !it.e.lock.TryLock() {
+			continue // being updated: left for a later call
 		}
-		s.drop(e)
-		e.lock.Unlock()
+		s.drop(it.e)
+		it.e.lock.Unlock()
 		*n++
 	}
-	return true
+	return len(batch) == want && (limit <= 0 || *n < limit)
 }
 
 // drop deletes e with everything stored beside it. Caller holds mu for
@@ -87,7 +86,7 @@ func (s *Store) drop(e *entry) {
 	e.gone = true
 }
 
-// shrink rebuilds the job and key maps, and the heaps' arrays, once they
+// shrink rebuilds the job and key maps, and the heap's array, once they
 // hold a quarter of the most they have held: a Go map keeps the room of
 // its largest size, and a copy gives the room back. The copy is paid for
 // by the deletions that emptied three quarters of it. Caller holds mu for
@@ -101,7 +100,6 @@ func (s *Store) shrink() {
 		s.keys = rebuilt(s.keys)
 		s.peakKeys = len(s.keys)
 	}
-	s.done.shrink()
 	s.leased.shrink()
 }
 
