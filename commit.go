@@ -125,8 +125,11 @@ func (e *Engine) Succeed(ctx context.Context, lease Lease, in CommitInput) (Job,
 			return Write{}, err
 		}
 		// The commit alone is the write kept if the succeed rule's effect
-		// fails after the commit's effect ran (see plan.run).
-		p.keep(0, commitWrite(def, &cur, x, in.Result, now))
+		// fails after the commit's effect ran (see plan.run); a machine
+		// without rule effects never needs it.
+		if def.ruleEffects {
+			p.keep(0, commitWrite(def, &cur, x, in.Result, now))
+		}
 		cur.Job.Result = in.Result
 		w, err := finish(ctx, def, &cur, x, lease.Owner, "", now, p)
 		if err != nil {

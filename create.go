@@ -103,7 +103,7 @@ func (e *Engine) create(ctx context.Context, nj NewJob) (Created, Transition, er
 	if err != nil {
 		return Created{}, Transition{}, err
 	}
-	var rec Transition
+	var recs []Transition // the creation's record, once made
 	job, created, err := e.store.Create(ctx, nj.Machine, nj.Key, func(ctx context.Context, existing *Job) (*Write, error) {
 		now, err := e.now()
 		if err != nil {
@@ -119,11 +119,15 @@ func (e *Engine) create(ctx context.Context, nj NewJob) (Created, Transition, er
 		if err != nil {
 			return nil, err
 		}
-		rec = w.Transitions[0]
+		recs = w.Transitions
 		return &w, nil
 	})
 	if err != nil {
 		return Created{}, Transition{}, err
+	}
+	var rec Transition
+	if created {
+		rec = recs[0]
 	}
 	return Created{Job: job, Existing: !created}, rec, nil
 }

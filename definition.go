@@ -122,15 +122,18 @@ type EffectSpec struct {
 // Definition is a validated, immutable machine: a Spec that passed every
 // check of NewDefinition. It is safe for concurrent use.
 type Definition struct {
-	name    string
-	states  []stateInfo
-	byName  map[State]int
-	rules   []Rule
-	start   int
-	policy  Policy
-	initial State
-	create  CreateSpec
-	effects []EffectSpec
+	name   string
+	states []stateInfo
+	byName map[State]int
+	// ruleEffects is set when some rule has an Effect: only then can a
+	// write be cut back (see plan).
+	ruleEffects bool
+	rules       []Rule
+	start       int
+	policy      Policy
+	initial     State
+	create      CreateSpec
+	effects     []EffectSpec
 }
 
 type stateInfo struct {
@@ -185,6 +188,7 @@ func NewDefinition(spec Spec) (*Definition, error) {
 	for i, r := range spec.Rules {
 		r.From = append([]State(nil), r.From...)
 		d.rules[i] = r
+		d.ruleEffects = d.ruleEffects || r.Effect != nil
 		for _, f := range r.From {
 			si := d.byName[f]
 			d.states[si].out = append(d.states[si].out, edge{event: r.Event, to: d.byName[r.To], rule: i, guard: r.Guard})

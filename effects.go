@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/google/uuid"
 )
@@ -110,11 +109,8 @@ type stage struct {
 }
 
 // keep records a point the write can be cut back to. w must be a
-// complete write; its slices are copied, since later moves extend them.
+// complete write that nothing changes afterwards.
 func (p *plan) keep(recs int, w Write) {
-	w.Executions = slices.Clone(w.Executions)
-	w.Transitions = slices.Clone(w.Transitions)
-	w.Effects = slices.Clone(w.Effects)
 	p.stages = append(p.stages, stage{recs: recs, w: w})
 }
 

@@ -446,18 +446,23 @@ func (e *Engine) update(ctx context.Context, id uuid.UUID, args any, fn opFunc) 
 // another effect of the same write had run, the part of the write those
 // effects belong to is recorded and returned with an *IncompleteError.
 func (e *Engine) run(ctx context.Context, id uuid.UUID, args any, fn opFunc) (Job, error) {
-	var done outcome
+	// What the write leaves for after it: its records, for the observers,
+	// and whether it was recorded in part.
+	var after struct {
+		recs       []Transition
+		incomplete *IncompleteError
+	}
 	job, err := e.store.Update(ctx, id, func(ctx context.Context, cur Snapshot) (Write, error) {
-		var err error
-		done, err = e.apply(ctx, &cur, args, fn)
+		done, err := e.apply(ctx, &cur, args, fn)
+		after.recs, after.incomplete = done.w.Transitions, done.incomplete
 		return done.w, err
 	})
 	if err != nil {
 		return Job{}, err
 	}
-	e.notify(ctx, job, done.w.Transitions)
-	if done.incomplete != nil {
-		return job, done.incomplete
+	e.notify(ctx, job, after.recs)
+	if after.incomplete != nil {
+		return job, after.incomplete
 	}
 	return job, nil
 }

@@ -109,9 +109,13 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 	if err != nil {
 		return Claimed{}, err
 	}
-	var lease Lease
-	var recs []Transition
-	var failed error // the first claim effect that failed
+	// What the claim leaves for after the write, and the first claim
+	// effect that failed.
+	var got struct {
+		lease  Lease
+		recs   []Transition
+		failed error
+	}
 	job, err := e.store.ClaimNext(ctx, ClaimQuery{Machine: def.name, Now: now}, func(ctx context.Context, cur Snapshot) (Write, error) {
 		var p plan
 		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, &p)
@@ -120,22 +124,22 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 		}
 		done, err := p.run(ctx, w, req.Args)
 		if err != nil {
-			if failed == nil {
-				failed = fmt.Errorf("job %s: %w", cur.Job.ID, err)
+			if got.failed == nil {
+				got.failed = fmt.Errorf("job %s: %w", cur.Job.ID, err)
 			}
 			return Write{}, errors.Join(ErrSkip, err)
 		}
-		lease, recs = l, done.w.Transitions
+		got.lease, got.recs = l, done.w.Transitions
 		return done.w, nil
 	})
 	if err != nil {
-		if errors.Is(err, ErrNoJob) && failed != nil {
-			return Claimed{}, fmt.Errorf("%w; a claim's effect failed: %w", err, failed)
+		if errors.Is(err, ErrNoJob) && got.failed != nil {
+			return Claimed{}, fmt.Errorf("%w; a claim's effect failed: %w", err, got.failed)
 		}
 		return Claimed{}, err
 	}
-	e.notify(ctx, job, recs)
-	return Claimed{Lease: lease, Job: job}, nil
+	e.notify(ctx, job, got.recs)
+	return Claimed{Lease: got.lease, Job: job}, nil
 }
 
 // ClaimJob claims one named job (a worker taking the job a user chose). Errors: ErrNotFound; ErrNotClaimable when the job is not ready

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -378,7 +379,12 @@ func (c *chain) add(w Write) {
 		}
 	}
 	c.cur.Executions = execs
-	c.p.keep(len(c.w.Transitions), c.w)
+	// The chain extends its write in place: the point kept is a copy.
+	kept := c.w
+	kept.Transitions = slices.Clone(c.w.Transitions)
+	kept.Executions = slices.Clone(c.w.Executions)
+	kept.Effects = slices.Clone(c.w.Effects)
+	c.p.keep(len(kept.Transitions), kept)
 }
 
 // expire applies lazy expiry to one job: its expire rule if its deadline
