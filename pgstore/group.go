@@ -36,11 +36,14 @@ import (
 // after the COMMIT.
 //
 // Groups in flight: a group starts at once when an Update waits and none
-// is in flight; another starts, up to GroupCommitters, when Updates have
-// waited longer than the groups' recent round trips take (so that on a
-// far server, where a group's round trips are long, several groups
-// overlap them), and the Updates waiting are then shared among the groups
-// that may start, rather than left to fill the next one.
+// is in flight; another starts, up to GroupCommitters, when more Updates
+// wait than the groups in flight can take and they have waited longer
+// than two of the groups' recent round trips. A group takes as many
+// members as run within a few of its round trips (fits): on a near
+// server, members whose functions send nothing cost microseconds and a
+// few large groups share each WAL flush; on a far one, members that
+// write through Tx cost a round trip each, groups are small, and several
+// overlap their round trips.
 
 // errGroupRolledBack ends a group whose only member failed.
 var errGroupRolledBack = errors.New("pgstore: group rolled back")
@@ -180,14 +183,18 @@ func (g *grouper) spread() time.Duration {
 }
 
 // kick starts a group for the waiting Updates if one may start: none is
-// in flight, or fewer than maxGroups are and the oldest Update has waited
-// longer than spread; otherwise, while fewer than maxGroups are in
-// flight, it arms a timer for when the oldest will have. g.mu is held.
+// in flight; or fewer than maxGroups are, more Updates wait than the
+// groups in flight can take (fits each), and the oldest has waited
+// longer than spread. While only the wait is short, it arms a timer for
+// when it will not be. g.mu is held.
 func (g *grouper) kick() {
 	if g.done || len(g.q) == 0 || g.running >= g.maxGroups {
 		return
 	}
 	if g.running > 0 {
+		if len(g.q) <= g.running*g.fits() {
+			return
+		}
 		if wait := g.spread() - time.Since(g.q[0].queued); wait > 0 {
 			if g.timer == nil {
 				g.timer = time.AfterFunc(wait, func() {
@@ -217,11 +224,10 @@ func (g *grouper) run() {
 	}
 }
 
-// take returns the next group's Updates, of distinct jobs, in arrival
-// order, and starts further groups if they may; nil (the group runner
-// ending) when none waits or the store is closed. Up to max are taken;
-// when the oldest has waited longer than spread and more groups may
-// start, the waiting Updates are shared among them.
+// take returns the next group's Updates, up to max and to what fits,
+// of distinct jobs, in arrival order, and starts a further group if one
+// may start; nil (the group runner ending) when none waits or the store
+// is closed.
 func (g *grouper) take() []*member {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -230,9 +236,6 @@ func (g *grouper) take() []*member {
 		return nil
 	}
 	n := min(g.max, g.fits())
-	if free := g.maxGroups - g.running; free > 0 && time.Since(g.q[0].queued) >= g.spread() {
-		n = min(n, (len(g.q)+free)/(free+1))
-	}
 	seen := make(map[uuid.UUID]bool, min(len(g.q), n))
 	var ms, rest []*member
 	for _, m := range g.q {
@@ -251,7 +254,7 @@ func (g *grouper) take() []*member {
 // fitRoundTrips is how many round trips the members of a group may take
 // in all: a group lasts about that many and two more (its lock and its
 // COMMIT), which bounds what its members wait.
-const fitRoundTrips = 8
+const fitRoundTrips = 4
 
 // fits is how many members a group takes at most, from what they have
 // cost: as many as run within fitRoundTrips of the groups' round trips
