@@ -57,13 +57,16 @@ type Options struct {
 	// or nested calls) are never grouped. 0 or 1: off.
 	GroupCommit int
 	// GroupCommitters bounds the groups in flight at once, each on a
-	// connection of the pool: a group starts at once for the Updates
-	// waiting when none is in flight, and another when they have waited
-	// longer than two of the groups' recent COMMIT round trips (at
-	// least 5 ms), the Updates waiting then shared among the groups that
-	// may start; so on a near server a few large groups share each WAL
-	// flush, and on a far one several overlap their round trips. Three
-	// quarters of the pool's connections (at least 2) when zero.
+	// connection of the pool. A group starts at once for the Updates
+	// waiting when none is in flight, and takes as many as run within a
+	// few of the groups' recent COMMIT round trips (all GroupCommit of
+	// them when their functions send nothing, a few when each writes
+	// through Tx to a far server); another starts when more Updates wait
+	// than the groups in flight can take and they have waited longer
+	// than two of those round trips (at least 5 ms). So on a near server
+	// a few large groups share each WAL flush, and on a far one several
+	// small ones overlap their round trips. Three quarters of the pool's
+	// connections (at least 2) when zero.
 	GroupCommitters int
 	// DurableClaims makes a claim (ClaimNext, ClaimBatch) wait for its
 	// WAL flush as every other write does. By default a claim made in a
