@@ -32,9 +32,11 @@ type ender interface {
 // to the server in front of the first batch, and the last one (COMMIT or
 // RELEASE) goes with the last batch (commitWith), so that a write that
 // locks, reads and writes costs two round trips, not four, and a
-// savepoint that is never used costs nothing. Statements sent any other
-// way (Exec, Query, … from a user's effect) send the first statement by
-// itself if it is still pending.
+// savepoint that is never used costs nothing. Statements queued meanwhile
+// (the savepoints a function takes or ends) go the same way, in front of
+// the next statement. An Exec, Query or QueryRow (from a user's effect)
+// takes them in its own round trip, in one batch; COPY and a statement
+// with pgx's per-query options send them by themselves first.
 type connTx struct {
 	q       querier       // where statements go: the connection, or the parent transaction, guarded
 	conn    *pgxpool.Conn // the pooled connection, released at the end (own transactions only)
