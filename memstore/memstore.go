@@ -24,9 +24,9 @@
 //     last claim (each job moves once), plus one step per candidate passed
 //     over (skipped by the function, locked by an update, or not due at a
 //     claim time earlier than one seen before).
-//   - Due: logarithmic per machine asked for, plus the jobs returned.
-//     Stale: the leased jobs whose heartbeat is before the time given,
-//     sorted; other leased jobs are not looked at.
+//   - Due: logarithmic per machine asked for, plus up to the limit of due
+//     jobs from each. Stale: the leased jobs whose heartbeat is before the
+//     time given, sorted, and at most two more for each of them.
 //   - List: see Store.List. The first List indexes every job, holding the
 //     store's lock meanwhile; from then on every write also keeps the
 //     listing indexes.
