@@ -13,6 +13,8 @@ import (
 	"github.com/jobstate/jobstate/pgstore/pgtest"
 )
 
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // workSpec is a small machine: queued → running → done, with retries.
