@@ -412,12 +412,13 @@ func (w *Worker) fail(t *Task, err, cause error) {
 
 // failWith fails the execution with err (Engine.Fail), through an
 // unreachable store as succeed commits: after a try of unknown outcome,
-// an execution ABORTED with err's message was failed by it, a LEASED or
+// an execution ABORTED with err's message (as the engine records it) was
+// failed by it, a LEASED or
 // IN_PROGRESS one was not (it fails it again).
 func (w *Worker) failWith(t *Task, err error) {
 	e := w.ending(t, false)
 	ctx := w.ops()
-	msg := err.Error()
+	msg := jobstate.CleanErrorText(err.Error()) // the text the engine records
 	for {
 		var job jobstate.Job
 		ferr, r := e.try("fail", func(ctx context.Context) error {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/jobstatetest"
+	"github.com/jobstate/jobstate/jobstatetest/envtest"
 	"github.com/jobstate/jobstate/worker"
 )
 
@@ -166,7 +167,7 @@ func TestShutdownIdle(t *testing.T) {
 // waiting state gets its job back as ready too: the stopping worker
 // sweeps after giving leases back.
 func TestShutdownToWaitingState(t *testing.T) {
-	def := queueMachine(t)
+	def := envtest.Machine()
 	e := jobstatetest.New(t, jobstate.WithMachines(def))
 	job := e.Create(jobstate.NewJob{Machine: "queue"})
 	h := newBlocking()

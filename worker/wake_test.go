@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/jobstatetest"
+	"github.com/jobstate/jobstate/jobstatetest/envtest"
 	"github.com/jobstate/jobstate/memstore"
 	"github.com/jobstate/jobstate/worker"
 )
@@ -163,7 +164,7 @@ func TestRunSweeps(t *testing.T) {
 			retried <- struct{}{}
 		}
 	})
-	e := jobstatetest.New(t, jobstate.WithMachines(queueMachine(t)), obs, onRetry)
+	e := jobstatetest.New(t, jobstate.WithMachines(envtest.Machine()), obs, onRetry)
 	job := e.Create(jobstate.NewJob{Machine: "queue"})
 	h := worker.HandlerFunc(func(ctx context.Context, tk *worker.Task) (jobstate.CommitInput, error) {
 		if tk.Lease().Token == 1 {
@@ -199,31 +200,4 @@ func TestDrainLimit(t *testing.T) {
 	n, err = w.Drain(context.Background(), 0)
 	assert.NoError(t, err)
 	assert.Equal(t, 2, n, "the rest, on the next drain")
-}
-
-// queueMachine is the README's machine without its cancel rule: retries
-// wait in RETRYING.
-func queueMachine(t testing.TB) *jobstate.Definition {
-	t.Helper()
-	def, err := jobstate.NewDefinition(jobstate.Spec{
-		Name: "queue",
-		States: []jobstate.StateSpec{
-			{Name: "QUEUED", Kind: jobstate.KindReady},
-			{Name: "RUNNING", Kind: jobstate.KindActive},
-			{Name: "RETRYING", Kind: jobstate.KindWaiting},
-			{Name: "SUCCEEDED", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
-			{Name: "FAILED", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
-		},
-		Initial: "QUEUED",
-		Rules: []jobstate.Rule{
-			{From: []jobstate.State{"QUEUED"}, Event: jobstate.EventClaim, To: "RUNNING"},
-			{From: []jobstate.State{"RUNNING"}, Event: jobstate.EventSucceed, To: "SUCCEEDED"},
-			{From: []jobstate.State{"RUNNING"}, Event: jobstate.EventRetry, To: "RETRYING"},
-			{From: []jobstate.State{"RUNNING"}, Event: jobstate.EventFail, To: "FAILED"},
-			{From: []jobstate.State{"RETRYING"}, Event: jobstate.EventRequeue, To: "QUEUED"},
-		},
-		Policy: jobstate.Policy{Retry: jobstate.RetryPolicy{MaxRetries: 3, Backoff: jobstate.FixedBackoff(time.Second)}},
-	})
-	require.NoError(t, err)
-	return def
 }
