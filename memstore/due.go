@@ -62,9 +62,9 @@ func (s *Store) selectMachines(names []string) []*machine {
 	return out
 }
 
-// Stale implements jobstate.Store from the heap of leased jobs by
+// Stale implements jobstate.Store from the tree of leased jobs by
 // heartbeat: it looks at the leased jobs whose heartbeat is before the
-// time given, and at most two others for each of them.
+// time given, least first, and at most one more.
 func (s *Store) Stale(ctx context.Context, machine string, before time.Time, limit int) ([]jobstate.Job, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -72,13 +72,15 @@ func (s *Store) Stale(ctx context.Context, machine string, before time.Time, lim
 	var out []jobstate.Job
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for _, e := range s.leased.before(instantOf(before)) {
-		if limit > 0 && len(out) == limit {
-			break
+	cut := instantOf(before)
+	s.leased.Ascend(func(it item) bool {
+		if it.at.compare(cut) >= 0 || (limit > 0 && len(out) == limit) {
+			return false
 		}
-		if machine == "" || e.job.Machine == machine {
-			out = append(out, e.job)
+		if machine == "" || it.e.job.Machine == machine {
+			out = append(out, it.e.job)
 		}
-	}
+		return true
+	})
 	return out, nil
 }

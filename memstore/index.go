@@ -119,6 +119,7 @@ type index int
 const (
 	byCompletion   index = iota // terminal jobs, by completion time
 	byWake                      // jobs with a wake time, by it
+	byHeartbeat                 // jobs holding leases, by heartbeat
 	byOwner                     // jobs with an owner, by owner, then creation time
 	byKey                       // jobs created with a key, by key, then creation time
 	byStateCreated              // every job, by state, then creation time
@@ -138,6 +139,8 @@ func (x index) itemOf(e *entry, j *jobstate.Job) (item, bool) {
 		it.at, in = instantOf(j.CompletedAt), j.Kind == jobstate.KindTerminal
 	case byWake:
 		it.at, in = instantOf(j.WakeAt), !j.WakeAt.IsZero()
+	case byHeartbeat:
+		it.at, in = instantOf(j.HeartbeatAt), j.Leases > 0
 	case byOwner:
 		it.group, it.at, in = j.Owner, instantOf(j.CreatedAt), j.Owner != ""
 	case byKey:
@@ -220,12 +223,8 @@ func (s *Store) reindex(e *entry, old, cur *jobstate.Job) {
 		m = newMachine()
 		s.machines[name] = m
 	}
-	if cur != nil {
-		s.leased.set(e, instantOf(cur.HeartbeatAt), cur.Leases > 0)
-	} else {
-		s.leased.set(e, instant{}, false)
-	}
 	byCompletion.move(s.done, e, old, cur)
+	byHeartbeat.move(s.leased, e, old, cur)
 	byWake.move(m.wake, e, old, cur)
 	m.moveReady(e, old, cur)
 	if old == nil || cur == nil || old.State != cur.State {

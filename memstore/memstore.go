@@ -9,9 +9,9 @@
 // the job's next version, and each idempotency key in use has one too, so
 // that a function holds up no other job and no other key. The indexes are
 // ordered trees (github.com/google/btree) kept beside the jobs: claim
-// order per machine, wake times, completion times and, from the first
-// List on, states by creation and by update time, owners and keys; and a
-// heap (container/heap) of heartbeats.
+// order per machine, wake times, heartbeats of leased jobs, completion
+// times and, from the first List on, states by creation and by update
+// time, owners and keys.
 //
 // Costs, for n jobs stored:
 //
@@ -25,15 +25,15 @@
 //     over (skipped by the function, locked by an update, or not due at a
 //     claim time earlier than one seen before).
 //   - Due: logarithmic per machine asked for, plus up to the limit of due
-//     jobs from each. Stale: the leased jobs whose heartbeat is before the
-//     time given, sorted, and at most two more for each of them.
+//     jobs from each. Stale: the leased jobs, of every machine, whose
+//     heartbeat is before the time given.
 //   - List: see Store.List. The first List indexes every job, holding the
 //     store's lock meanwhile; from then on every write also keeps the
 //     listing indexes.
 //   - Prune: logarithmic per job deleted, oldest completion first, in
 //     batches between which the store's lock is released. Trees give back
-//     their nodes as they empty, and Prune rebuilds the maps and the
-//     heap's array once they hold a quarter of what they held at most, so
+//     their nodes as they empty, and Prune rebuilds the maps once they
+//     hold a quarter of what they held at most, so
 //     that memory follows the jobs stored, up and down.
 package memstore
 
@@ -63,7 +63,7 @@ type Store struct {
 	keys     map[keyID]*entry // the job holding each key
 	machines map[string]*machine
 	done     *btree.BTreeG[item] // terminal jobs, by completion time
-	leased   leaseHeap           // jobs holding leases, by heartbeat
+	leased   *btree.BTreeG[item] // jobs holding leases, by heartbeat
 	// The listing indexes, kept from the first List on (listing): these
 	// two, and the machines' indexes by state.
 	owners  *btree.BTreeG[item] // jobs with an owner, by owner, then creation time
@@ -96,10 +96,8 @@ type entry struct {
 	// key is the key the job took when it was created, if any; it holds
 	// it while Store.keys says so.
 	key keyID
-	// available says which claim tree holds the job while it is ready;
-	// leaseAt is its index in Store.leased, -1 when it is not there.
+	// available says which claim tree holds the job while it is ready.
 	available bool
-	leaseAt   int
 	// exec1 holds execs while the job has at most one execution (most
 	// jobs), so that a first claim allocates nothing for it.
 	exec1 [1]jobstate.Execution
@@ -116,6 +114,7 @@ func New() *Store {
 		keys:     make(map[keyID]*entry),
 		machines: make(map[string]*machine),
 		done:     newTree(),
+		leased:   newTree(),
 		owners:   newTree(),
 		keyed:    newTree(),
 	}
@@ -277,7 +276,6 @@ func (s *Store) insert(w *jobstate.Write, k keyID) (jobstate.Job, error) {
 		effects: slices.Clone(w.Effects),
 		history: append(make([]jobstate.Transition, 0, max(historyRoom, len(w.Transitions))), w.Transitions...),
 		key:     k,
-		leaseAt: -1,
 	}
 	e.execs = append(e.exec1[:0], w.Executions...)
 	s.mu.Lock()

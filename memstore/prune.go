@@ -17,9 +17,8 @@ const minRebuild = 4096
 // index by completion time, oldest first, in batches of pruneBatch
 // between which the store's lock is released: its cost is logarithmic per
 // job deleted, however many jobs are stored. A job being updated while
-// Prune runs is left for a later call. Then it rebuilds the maps, and the
-// heap's array, that hold a quarter of what they held at most, at their
-// new size.
+// Prune runs is left for a later call. Then it rebuilds the maps that
+// hold a quarter of what they held at most, at their new size.
 func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -86,8 +85,7 @@ func (s *Store) drop(e *entry) {
 	e.gone = true
 }
 
-// shrink rebuilds the job and key maps, and the heap's array, once they
-// hold a quarter of the most they have held: a Go map keeps the room of
+// shrink rebuilds the job and key maps once they hold a quarter of the most they have held: a Go map keeps the room of
 // its largest size, and a copy gives the room back. The copy is paid for
 // by the deletions that emptied three quarters of it. Caller holds mu for
 // writing.
@@ -100,7 +98,6 @@ func (s *Store) shrink() {
 		s.keys = rebuilt(s.keys)
 		s.peakKeys = len(s.keys)
 	}
-	s.leased.shrink()
 }
 
 // rebuilt returns a new map holding m's entries, sized for them.
