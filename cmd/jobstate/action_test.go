@@ -275,4 +275,3 @@ func tail(s string) string {
 	}
 	return s
 }
-
