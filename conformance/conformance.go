@@ -97,6 +97,12 @@ type Step struct {
 	// MaxRetries overrides the machine's retry bound for this job
 	// (NewJob.Retry with MaxRetries only).
 	MaxRetries *int `json:"max_retries,omitempty"`
+	// Backoff gives the job a backoff of its own (NewJob.Retry's
+	// Backoff), written like a definition's policy.retry.backoff.
+	Backoff *StepBackoff `json:"backoff,omitempty"`
+	// Fingerprint is NewJob.Fingerprint: the text compared, instead of
+	// one computed from the payload, when the key is held already.
+	Fingerprint string `json:"fingerprint,omitempty"`
 
 	// who and why: create, fire, cancel, advance, apply
 	Actor  string          `json:"actor,omitempty"`
@@ -129,7 +135,8 @@ type Step struct {
 
 	// list: the filters of jobstate.ListQuery (with Machine, Owner and
 	// Key above), its order and page size, and Cursor, the alias of an
-	// earlier list's page whose next cursor this list passes.
+	// earlier list's page whose next cursor this list passes, or
+	// CursorText, a literal one.
 	States        []string `json:"states,omitempty"`
 	Kinds         []string `json:"kinds,omitempty"`
 	Outcomes      []string `json:"outcomes,omitempty"`
@@ -143,6 +150,10 @@ type Step struct {
 	Desc          bool     `json:"desc,omitempty"`
 	Limit         int      `json:"limit,omitempty"`
 	Cursor        string   `json:"cursor,omitempty"`
+	// CursorText, for list, is a literal cursor passed as it is: a text
+	// that List never made (a vector never writes a cursor List made,
+	// which is opaque). It excludes Cursor.
+	CursorText string `json:"cursor_text,omitempty"`
 
 	// SkipGet, set on a step naming a job of a machine with lazy expiry,
 	// makes the runner leave out the get it makes before such a step
@@ -151,6 +162,16 @@ type Step struct {
 	SkipGet bool `json:"skip_get,omitempty"`
 
 	Expect Expect `json:"expect"`
+}
+
+// StepBackoff is a job's own backoff in a create step: the fields of
+// jobstate.Backoff, durations written as Go durations ("1.5s").
+type StepBackoff struct {
+	Kind    string  `json:"kind"`
+	Initial string  `json:"initial,omitempty"`
+	Factor  float64 `json:"factor,omitempty"`
+	Max     string  `json:"max,omitempty"`
+	Jitter  string  `json:"jitter,omitempty"`
 }
 
 // Expect is what a step must give. Absent fields are not checked, except
@@ -181,6 +202,7 @@ type Expect struct {
 	StartedAt       *string `json:"started_at,omitempty"`
 	CompletedAt     *string `json:"completed_at,omitempty"`
 	LeaseExpiresAt  *string `json:"lease_expires_at,omitempty"`
+	HeartbeatAt     *string `json:"heartbeat_at,omitempty"`
 	LastError       *string `json:"last_error,omitempty"`
 	ErrorClass      *string `json:"error_class,omitempty"`
 	Committed       *string `json:"committed,omitempty"`
@@ -196,8 +218,18 @@ type Expect struct {
 	EffectCount map[string]int `json:"effect_count,omitempty"`
 	// History is the job's whole history as [from, event, to] triples.
 	History [][3]string `json:"history,omitempty"`
+	// Records are the actor and the reason of each of the job's
+	// transition records, in version order, as [actor, reason] pairs; in
+	// them {alias} stands for the id of the job bound to alias (or of
+	// the execution of the lease bound to it).
+	Records [][2]string `json:"records,omitempty"`
 	// Executions are the statuses of the job's executions, in claim order.
 	Executions []string `json:"executions,omitempty"`
+	// ExecutionErrors are the Error texts of the job's executions, in
+	// claim order ("" for one that has none); {alias} stands for the id
+	// of the job bound to alias, or of the execution of the lease bound
+	// to it.
+	ExecutionErrors []string `json:"execution_errors,omitempty"`
 
 	// Report is a sweep's report.
 	Report *Report `json:"report,omitempty"`

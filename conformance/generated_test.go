@@ -193,8 +193,9 @@ func TestGeneratedFiles(t *testing.T) {
 			t.Errorf("%s: fingerprint %s, the manifest says %s", p, got, mf.SHA256)
 		}
 		label := strings.TrimSuffix(base, ".json.gz")
+		invalid := label == InvalidLabel // definitions drawn invalid, one each
 		m, ok := byLabel[label]
-		if !ok {
+		if !ok && !invalid {
 			t.Errorf("%s: no machine of the vectors is labelled %q", p, label)
 		}
 		n := 0
@@ -218,7 +219,10 @@ func TestGeneratedFiles(t *testing.T) {
 			if !sort.SliceIsSorted(v.Covers, func(i, j int) bool { return sectionLess(v.Covers[i], v.Covers[j]) }) {
 				t.Errorf("%s: %s: covers not in order", p, v.Name)
 			}
-			if len(v.Steps) == 0 {
+			switch {
+			case invalid && (v.Expect == nil || v.Expect.Error != "invalid_definition" || !v.Expect.Complete || len(v.Expect.Problems) == 0 || len(v.Steps) != 0):
+				t.Errorf("%s: %s: not a definition that must not load, with its complete list of problems and no steps", p, v.Name)
+			case !invalid && len(v.Steps) == 0:
 				t.Errorf("%s: %s: no steps", p, v.Name)
 			}
 			n += len(v.Steps)
@@ -276,8 +280,8 @@ func TestGeneratedFiles(t *testing.T) {
 	}
 	// The replay order (Generated, RunGenerated): scenario 0 of every
 	// machine first.
-	if len(zeroth) != len(machines) {
-		t.Errorf("the corpus has a scenario 0000 for %d machines, want all %d", len(zeroth), len(machines))
+	if want := len(machines) + len(man.Files) - len(byLabelFiles(man, byLabel)); len(zeroth) != want {
+		t.Errorf("the corpus has a scenario 0000 for %d definitions, want %d (every machine's, and the invalid definitions' first)", len(zeroth), want)
 	}
 }
 
@@ -295,8 +299,8 @@ func TestGeneratedCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(machines) != len(man.Files) {
-		t.Errorf("%d machines in the vectors, %d files in the corpus: regenerate it (%s)", len(machines), len(man.Files), man.Command)
+	if len(machines)+1 != len(man.Files) {
+		t.Errorf("%d machines in the vectors and the invalid definitions, %d files in the corpus: regenerate it (%s)", len(machines)+1, len(man.Files), man.Command)
 	}
 	const k = 1
 	for _, m := range machines {
@@ -330,6 +334,51 @@ func TestGeneratedCurrent(t *testing.T) {
 				m.Label, k, man.Command, firstDifference(want, got))
 		}
 	}
+}
+
+// TestGeneratedInvalidCurrent draws again the first invalid definitions
+// with the manifest's options and checks that they are the committed
+// ones, and that each holds a problem of NewDefinition or of its JSON.
+func TestGeneratedInvalidCurrent(t *testing.T) {
+	t.Parallel()
+	man, err := GeneratedManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	machines, err := GenMachines()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var committed []Vector
+	for _, f := range readCorpusFiles(t) {
+		if f.name == InvalidLabel+".json.gz" {
+			committed = f.vs
+		}
+	}
+	if len(committed) < 100 {
+		t.Fatalf("%d invalid definitions in the corpus, want at least 100 (regenerate: %s)", len(committed), man.Command)
+	}
+	const k = 20
+	fresh, err := GenerateInvalid(machines, GenOptions{Rand: man.Rand}, 0, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range fresh {
+		if !reflect.DeepEqual(v, committed[i]) {
+			t.Errorf("%s: drawn now, it differs from the committed one: regenerate the corpus (%s) and review the difference", v.Name, man.Command)
+		}
+	}
+}
+
+// byLabelFiles returns the manifest's files that are a machine's.
+func byLabelFiles(man Manifest, byLabel map[string]GenMachine) []ManifestFile {
+	var out []ManifestFile
+	for _, f := range man.Files {
+		if _, ok := byLabel[strings.TrimSuffix(f.File, ".json.gz")]; ok {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // stepShapes describes what the schema sees of a step, coarsely: its

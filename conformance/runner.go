@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -280,6 +281,35 @@ func (r *runner) step(n int, s Step) {
 			bad("history:\n got  %s\n want %s", triples(got), triples(e.History))
 		}
 	}
+	if e.Records != nil {
+		if !hasTarget {
+			fail("vector error: records are expected but the step names no job")
+		}
+		h := res.history
+		if !res.readHist {
+			var err error
+			if h, err = r.store.History(r.ctx, target); err != nil {
+				fail("reading the history: %v", err)
+			}
+		}
+		got := make([][2]string, len(h))
+		for i, tr := range h {
+			got[i] = [2]string{tr.Actor, tr.Reason}
+		}
+		want := make([][2]string, len(e.Records))
+		for i, rec := range e.Records {
+			for k, text := range rec {
+				x, verr := r.expandAliases(text)
+				if verr != nil {
+					fail("vector error: %s", verr.msg)
+				}
+				want[i][k] = x
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			bad("records (actor, reason):\n got  %q\n want %q", got, want)
+		}
+	}
 	if e.Executions != nil {
 		if !hasTarget {
 			fail("vector error: executions are expected but the step names no job")
@@ -297,6 +327,33 @@ func (r *runner) step(n int, s Step) {
 		}
 		if !reflect.DeepEqual(got, e.Executions) {
 			bad("executions: got %v, want %v", got, e.Executions)
+		}
+	}
+	if e.ExecutionErrors != nil {
+		if !hasTarget {
+			fail("vector error: execution errors are expected but the step names no job")
+		}
+		xs := res.execs
+		if !res.readHist {
+			var err error
+			if xs, err = r.store.Executions(r.ctx, target); err != nil {
+				fail("reading the executions: %v", err)
+			}
+		}
+		got := make([]string, len(xs))
+		for i, x := range xs {
+			got[i] = x.Error
+		}
+		want := make([]string, len(e.ExecutionErrors))
+		for i, text := range e.ExecutionErrors {
+			x, verr := r.expandAliases(text)
+			if verr != nil {
+				fail("vector error: %s", verr.msg)
+			}
+			want[i] = x
+		}
+		if !reflect.DeepEqual(got, want) {
+			bad("execution errors:\n got  %q\n want %q", got, want)
 		}
 	}
 	if len(problems) > 0 {
@@ -405,6 +462,17 @@ func (r *runner) do(s Step, target uuid.UUID, hasTarget bool) (result, *stepErro
 		if s.MaxRetries != nil {
 			nj.Retry = &jobstate.RetryOverride{MaxRetries: jobstate.Retries(*s.MaxRetries)}
 		}
+		if s.Backoff != nil {
+			b, err := s.Backoff.backoff()
+			if err != nil {
+				return res, err
+			}
+			if nj.Retry == nil {
+				nj.Retry = &jobstate.RetryOverride{}
+			}
+			nj.Retry.Backoff = &b
+		}
+		nj.Fingerprint = s.Fingerprint
 		c, e := eng.Create(ctx, nj)
 		setJob(c.Job, e)
 		if e == nil {
@@ -614,7 +682,10 @@ func (r *runner) listQuery(s Step) (jobstate.ListQuery, string, *stepError) {
 		}
 		*b.to = t
 	}
-	cursor := ""
+	cursor := s.CursorText
+	if s.Cursor != "" && s.CursorText != "" {
+		return q, "", &stepError{"cursor and cursor_text exclude each other"}
+	}
 	if s.Cursor != "" {
 		next, ok := r.pages[s.Cursor]
 		switch {
@@ -753,7 +824,7 @@ func needsJob(e Expect) bool {
 		e.NotBefore != nil || e.Deadline != nil || e.StartedAt != nil || e.CompletedAt != nil ||
 		e.LeaseExpiresAt != nil || e.LastError != nil || e.ErrorClass != nil || e.Committed != nil ||
 		e.Result != nil || e.EffectCount != nil || e.UpdatedAt != nil || e.WakeAt != nil ||
-		e.SweepFailures != nil || e.SweepRetryAt != nil || e.CancelRequested != nil
+		e.SweepFailures != nil || e.SweepRetryAt != nil || e.CancelRequested != nil || e.HeartbeatAt != nil
 }
 
 // checkJob compares the job's fields with the expectation.
@@ -810,6 +881,7 @@ func (r *runner) checkJob(e Expect, j *jobstate.Job, bad func(string, ...any)) *
 	tm("started_at", e.StartedAt, j.StartedAt)
 	tm("completed_at", e.CompletedAt, j.CompletedAt)
 	tm("lease_expires_at", e.LeaseExpiresAt, j.LeaseExpiresAt)
+	tm("heartbeat_at", e.HeartbeatAt, j.HeartbeatAt)
 	str("last_error", e.LastError, j.LastError)
 	str("error_class", e.ErrorClass, string(j.ErrorClass))
 	if e.Committed != nil {
@@ -975,6 +1047,40 @@ func decodeArgs(raw json.RawMessage) (any, *stepError) {
 		return nil, &stepError{fmt.Sprintf("args: %v", err)}
 	}
 	return v, nil
+}
+
+// backoff converts a create step's backoff.
+func (b *StepBackoff) backoff() (jobstate.Backoff, *stepError) {
+	out := jobstate.Backoff{Kind: jobstate.BackoffKind(b.Kind), Factor: b.Factor, Jitter: jobstate.Jitter(b.Jitter)}
+	var err *stepError
+	if out.Initial, err = parseDuration("backoff.initial", b.Initial); err != nil {
+		return out, err
+	}
+	if out.Max, err = parseDuration("backoff.max", b.Max); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// aliasRef is an alias written {alias} in an expected text.
+var aliasRef = regexp.MustCompile(`\{([^{}]+)\}`)
+
+// expandAliases replaces each {alias} of text by the id of the job bound
+// to alias, or else of the execution of the lease bound to it.
+func (r *runner) expandAliases(text string) (string, *stepError) {
+	var verr *stepError
+	out := aliasRef.ReplaceAllStringFunc(text, func(m string) string {
+		name := m[1 : len(m)-1]
+		if id, ok := r.jobs[name]; ok {
+			return id.String()
+		}
+		if l, ok := r.leases[name]; ok {
+			return l.ExecID.String()
+		}
+		verr = &stepError{fmt.Sprintf("no job or lease named %q", name)}
+		return m
+	})
+	return out, verr
 }
 
 func parseDuration(name, s string) (time.Duration, *stepError) {

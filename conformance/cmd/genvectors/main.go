@@ -8,6 +8,11 @@
 //
 //	go run ./conformance/cmd/genvectors
 //
+// Beside the scenarios of each machine it writes invalid definitions
+// (-invalid of them, generated/invalid_definitions.json.gz): definitions
+// of the machines broken in one to three places, each expecting its
+// complete list of problems in order.
+//
 // The same seed value (-rand) and options always write the same files.
 // Scenario n of a machine depends only on the seed value, the machine and
 // n: -first and -per-machine draw scenarios the corpus does not have, into
@@ -44,6 +49,8 @@ const (
 	defaultMinSteps   = 8
 	defaultMaxSteps   = 40
 	defaultOut        = "conformance/generated"
+	// defaultInvalid is how many invalid definitions the corpus holds.
+	defaultInvalid = 400
 )
 
 func main() {
@@ -53,23 +60,25 @@ func main() {
 		first      = flag.Int("first", 0, "number of the first scenario of each machine")
 		minSteps   = flag.Int("min-steps", defaultMinSteps, "fewest steps in a scenario")
 		maxSteps   = flag.Int("max-steps", defaultMaxSteps, "most steps in a scenario")
+		invalid    = flag.Int("invalid", defaultInvalid, "invalid definitions to draw (0: none)")
 		out        = flag.String("out", defaultOut, "directory to write; its .json.gz files are replaced")
 		only       = flag.String("machines", "", "comma-separated labels of the machines to draw for (default: all)")
 		strict     = flag.Bool("strict", false, "exit with status 1 when there are findings")
 		list       = flag.Bool("list", false, "list the machines and their labels, and exit")
 	)
 	flag.Parse()
-	if err := run(*randValue, *perMachine, *first, *minSteps, *maxSteps, *out, *only, *strict, *list); err != nil {
+	if err := run(*randValue, *perMachine, *first, *minSteps, *maxSteps, *invalid, *out, *only, *strict, *list); err != nil {
 		fmt.Fprintln(os.Stderr, "genvectors:", err)
 		os.Exit(1)
 	}
 }
 
-func run(randValue uint64, perMachine, first, minSteps, maxSteps int, out, only string, strict, list bool) error {
+func run(randValue uint64, perMachine, first, minSteps, maxSteps, invalid int, out, only string, strict, list bool) error {
 	machines, err := conformance.GenMachines()
 	if err != nil {
 		return err
 	}
+	all := machines // the invalid definitions break any of them
 	if list {
 		for _, m := range machines {
 			fmt.Printf("%-12s %s\n", m.Label, m.From)
@@ -93,8 +102,8 @@ func run(randValue uint64, perMachine, first, minSteps, maxSteps int, out, only 
 		}
 		machines = keep
 	}
-	if perMachine <= 0 || first < 0 || minSteps <= 0 || maxSteps < minSteps {
-		return fmt.Errorf("bad options: -per-machine %d -first %d -min-steps %d -max-steps %d", perMachine, first, minSteps, maxSteps)
+	if perMachine <= 0 || first < 0 || minSteps <= 0 || maxSteps < minSteps || invalid < 0 {
+		return fmt.Errorf("bad options: -per-machine %d -first %d -min-steps %d -max-steps %d -invalid %d", perMachine, first, minSteps, maxSteps, invalid)
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
@@ -105,7 +114,7 @@ func run(randValue uint64, perMachine, first, minSteps, maxSteps int, out, only 
 	}
 	opts := conformance.GenOptions{Rand: randValue, PerMachine: perMachine, First: first, MinSteps: minSteps, MaxSteps: maxSteps}
 	man := conformance.Manifest{
-		Command:    command(randValue, perMachine, first, minSteps, maxSteps, out, only),
+		Command:    command(randValue, perMachine, first, minSteps, maxSteps, invalid, out, only),
 		Rand:       randValue,
 		PerMachine: perMachine,
 		MinSteps:   minSteps,
@@ -115,12 +124,7 @@ func run(randValue uint64, perMachine, first, minSteps, maxSteps int, out, only 
 	var findings []conformance.Finding
 	written := make(map[string]bool)
 	var bytesOut int
-	for _, m := range machines {
-		vs, fs, err := conformance.Generate(m, opts, func() jobstate.Store { return memstore.New() })
-		if err != nil {
-			return err
-		}
-		findings = append(findings, fs...)
+	write := func(label, machine, from string, vs []conformance.Vector) error {
 		data, err := conformance.EncodeGenerated(vs)
 		if err != nil {
 			return err
@@ -129,7 +133,7 @@ func run(randValue uint64, perMachine, first, minSteps, maxSteps int, out, only 
 		if err != nil {
 			return err
 		}
-		name := m.Label + ".json.gz"
+		name := label + ".json.gz"
 		if err := os.WriteFile(filepath.Join(out, name), gz, 0o644); err != nil {
 			return err
 		}
@@ -139,16 +143,36 @@ func run(randValue uint64, perMachine, first, minSteps, maxSteps int, out, only 
 		for _, v := range vs {
 			steps += len(v.Steps)
 		}
-		var def struct {
-			Name string `json:"name"`
-		}
-		_ = json.Unmarshal(m.Definition, &def)
 		man.Files = append(man.Files, conformance.ManifestFile{
-			File: name, Machine: def.Name, From: m.From, Scenarios: len(vs), Steps: steps,
+			File: name, Machine: machine, From: from, Scenarios: len(vs), Steps: steps,
 			SHA256: conformance.Fingerprint(data),
 		})
 		man.Scenarios += len(vs)
 		man.Steps += steps
+		return nil
+	}
+	for _, m := range machines {
+		vs, fs, err := conformance.Generate(m, opts, func() jobstate.Store { return memstore.New() })
+		if err != nil {
+			return err
+		}
+		findings = append(findings, fs...)
+		var def struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(m.Definition, &def)
+		if err := write(m.Label, def.Name, m.From, vs); err != nil {
+			return err
+		}
+	}
+	if invalid > 0 && only == "" {
+		vs, err := conformance.GenerateInvalid(all, opts, first, invalid)
+		if err != nil {
+			return err
+		}
+		if err := write(conformance.InvalidLabel, "", "", vs); err != nil {
+			return err
+		}
 	}
 	for _, p := range old {
 		if !written[filepath.Base(p)] {
@@ -175,7 +199,7 @@ func run(randValue uint64, perMachine, first, minSteps, maxSteps int, out, only 
 }
 
 // command writes the command line that gives these files.
-func command(randValue uint64, perMachine, first, minSteps, maxSteps int, out, only string) string {
+func command(randValue uint64, perMachine, first, minSteps, maxSteps, invalid int, out, only string) string {
 	parts := []string{"go run ./conformance/cmd/genvectors"}
 	if randValue != defaultRand {
 		parts = append(parts, fmt.Sprintf("-rand %d", randValue))
@@ -191,6 +215,9 @@ func command(randValue uint64, perMachine, first, minSteps, maxSteps int, out, o
 	}
 	if maxSteps != defaultMaxSteps {
 		parts = append(parts, fmt.Sprintf("-max-steps %d", maxSteps))
+	}
+	if invalid != defaultInvalid {
+		parts = append(parts, fmt.Sprintf("-invalid %d", invalid))
 	}
 	if only != "" {
 		parts = append(parts, "-machines "+only)
