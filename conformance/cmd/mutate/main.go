@@ -87,101 +87,110 @@ var skipFuncs = map[string]string{
 // (see mutant.key), a space, a vertical bar, a space and the mutated
 // source line, so that a pattern can name the line rather than the
 // mutant's ordinal; the reason says why.
-var equivalent = []struct{ pattern, reason string }{
+var equivalent = []struct {
+	pattern, reason string
+	// outside marks a mutant whose difference shows only outside the
+	// vector format (to a Go caller, with another store or engine, under
+	// store faults): it is not equivalent, but no vector can kill it.
+	outside bool
+}{
 	{`^(commit\.go:Engine\.(Commit|Succeed)#\d+ .* \| in\.Result = clone\(in\.Result\)$|definition\.go:NewDefinition#\d+ delete assignment \| .*= append\(\[\]State\(nil\), |effects\.go:plan\.keep#\d+ .* \| w\.\w+ = slices\.Clone|sweep\.go:chain\.add#\d+ delete (call|assignment) \| (copy\(execs, c\.cur\.Executions\)|kept\.\w+ = slices\.Clone))`,
-		"a defensive copy: it keeps the engine from sharing memory with its caller or with a later step of the same write; every value a vector sees has crossed the store, and a chain's later steps only append records to the write (no step writes an execution an earlier step of the chain wrote), so sharing cannot show"},
+		"a defensive copy: it keeps the engine from sharing memory with its caller or with a later step of the same write; every value a vector sees has crossed the store, and a chain's later steps only append records to the write (no step writes an execution an earlier step of the chain wrote), so sharing cannot show", true},
 	{`^(create\.go:Engine\.Redrive#\d+ delete call \| e\.notify|engine\.go:Engine\.run#\d+ delete call \| e\.notify|lease\.go:Engine\.Claim#\d+ delete call \| e\.notify|create\.go:Engine\.create#\d+ delete assignment \| rec = )`,
-		"feeds the observers (§4.24), which no vector step can observe"},
+		"feeds the observers (§4.24), which no vector step can observe", true},
 	{`^retry\.go:Backoff\.Delay#(21|22|23|24) `,
-		"clamps a random draw outside [0, 1): a vector's draw is always 0.5 (docs/conformance.md §2.1)"},
+		"clamps a random draw outside [0, 1): a vector's draw is always 0.5 (docs/conformance.md §2.1)", true},
 	{`^retry\.go:Backoff\.Delay#(1|3|4|19) |^retry\.go:clampDelay#`,
-		"no change of value: the engine never asks for a retry number below 1, and a delay already capped at a Max of at most MaxDuration is the same whether the boundary is < or <= (the boundary value maps to itself)"},
+		"no change of value: the engine never asks for a retry number below 1, and a delay already capped at a Max of at most MaxDuration is the same whether the boundary is < or <= (the boundary value maps to itself)", false},
 	{`^retry\.go:Backoff\.Delay#(10|12) `,
-		"the product is never NaN (Initial > 0 and a factor of at least 1, both finite, whenever the kind is exponential) and an infinite product is at least 2^63 anyway"},
+		"the product is never NaN (Initial > 0 and a factor of at least 1, both finite, whenever the kind is exponential) and an infinite product is at least 2^63 anyway", false},
 	{`^retry\.go:Backoff\.validate#(6|8) `,
-		"a factor that is NaN or infinite: JSON numbers are finite, so no definition or vector can give one"},
+		"a factor that is NaN or infinite: JSON numbers are finite, so no definition or vector can give one", true},
 	{`^lease\.go:Engine\.claim#\d+ delete assignment \| next\.CancelRequested = false`,
-		"clears CancelRequested, which only a cancel sets, and a cancel always leaves the job terminal, where no claim follows"},
+		"clears CancelRequested, which only a cancel sets, and a cancel always leaves the job terminal, where no claim follows", false},
 	{`^lease\.go:Engine\.Heartbeat#(2|7|8) `,
-		"the lease value a heartbeat returns and a lease TTL of zero: every lease comes from a claim with a positive TTL, and the engine reads the stored execution, never the lease's ExpiresAt"},
+		"the lease value a heartbeat returns and a lease TTL of zero: every lease comes from a claim with a positive TTL, and the engine reads the stored execution, never the lease's ExpiresAt", true},
 	{`^sweep\.go:Engine\.sweepWrite#\d+ .* \| (if c\.w\.Job\.Version == cur\.Job\.Version && !c\.w\.Job\.WakeAt|c\.w\.Job\.Version\+\+|c\.w\.Job\.UpdatedAt = now|def\.settle\(&c\.w\.Job, cur\.Executions, nil\))`,
-		"the stale-WakeAt refresh (§4.17 step 3.5): every write of the engine stores the WakeAt of §4.23, so a due job always has a step to take; only a job written by another engine or under another definition reaches it"},
+		"the stale-WakeAt refresh (§4.17 step 3.5): every write of the engine stores the WakeAt of §4.23, so a due job always has a step to take; only a job written by another engine or under another definition reaches it", true},
 	{`^engine\.go:Definition\.wakeAt#\d+ \S+ keeps its right side \| if !t\.IsZero\(\) && job\.SweepRetryAt\.After\(t\)`,
-		"a job gets a SweepRetryAt only when pushed back after a failed sweep write, and it was due then, so its wake time without the push-back is never the zero time; every other write clears the field"},
+		"a job gets a SweepRetryAt only when pushed back after a failed sweep write, and it was due then, so its wake time without the push-back is never the zero time; every other write clears the field", false},
 	{`^(idempotency\.go:Key#|execution\.go:ExecStatus\.Final#|definition\.go:containsEvent#|job\.go:Kind\.Valid#2 )`,
-		"code no vector reaches: Key is a client helper (vectors give keys literally), Final and Events serve Go callers, and a kind above terminal cannot be written in JSON"},
+		"code no vector reaches: Key is a client helper (vectors give keys literally), Final and Events serve Go callers, and a kind above terminal cannot be written in JSON", true},
 	{`^definition\.go:Definition\.stateIndex#(1|2) `,
-		"chooses between a linear scan and a map lookup, which give the same index"},
+		"chooses between a linear scan and a map lookup, which give the same index", false},
 	{`^commit\.go:checkCommit#\d+ .* \| (if y\.StartedAt\.IsZero\(\)|y\.StartedAt = now)`,
-		"an execution's StartedAt, which the vector format does not expose (only execution statuses and errors)"},
+		"an execution's StartedAt, which the vector format does not expose (only execution statuses and errors)", true},
 	{`^create\.go:Engine\.planCreate#\d+ && keeps its right side \| if nj\.Key != "" && fp == ""`,
-		"a fingerprint is compared only with the holder of a key (§4.18): a job created without a key is never compared, so a fingerprint computed for it cannot show"},
+		"a fingerprint is compared only with the holder of a key (§4.18): a job created without a key is never compared, so a fingerprint computed for it cannot show", true},
 	{`^definition\.go:NewDefinition#\d+ != to == \| d\.ruleEffects = `,
-		"a flag that only decides whether Succeed prepares the commit-alone write to fall back on (§4.13), which a write with no rule effect never uses: setting it too often costs time, not behaviour"},
+		"a flag that only decides whether Succeed prepares the commit-alone write to fall back on (§4.13), which a write with no rule effect never uses: setting it too often costs time, not behaviour", false},
 	{`^definition\.go:Definition\.Can#\d+ && keeps its right side`,
-		"Can is asked only about a job's own state, which its machine declares, so the index is never -1"},
+		"Can is asked only about a job's own state, which its machine declares, so the index is never -1", false},
 	{`^lifecycle\.go:validateLifecycle#\d+ \|\| keeps its (left|right) side \| if r\.Event == EventSucceed && \(r\.Guard != nil \|\| r\.GuardName != ""\)`,
-		"a definition read from JSON sets a rule's Guard and GuardName together (a guard is given by name), so either test alone decides the same; they differ only for a Spec built in Go"},
+		"a definition read from JSON sets a rule's Guard and GuardName together (a guard is given by name), so either test alone decides the same; they differ only for a Spec built in Go", true},
 	{`^lifecycle\.go:validateLifecycle#\d+ && keeps its (left|right) side \| if to, ok := kinds\[r\.To\]; ok && to\.Kind == KindWaiting`,
-		"the set of fail targets is only read for waiting states: a target that is undeclared (whose zero kind is no kind) or not waiting is never looked up"},
+		"the set of fail targets is only read for waiting states: a target that is undeclared (whose zero kind is no kind) or not waiting is never looked up", false},
 	{`^policy\.go:validatePolicy#\d+ delete call \| p\.add\("effect %q has no Run function"`,
-		"a JSON effect's run names a registry function resolved before validation (an unknown name is a problem of the JSON, §5.4), so Run is never nil; only a Spec built in Go can leave it nil"},
+		"a JSON effect's run names a registry function resolved before validation (an unknown name is a problem of the JSON, §5.4), so Run is never nil; only a Spec built in Go can leave it nil", true},
 	{`^validate\.go:validateRules#\d+ delete continue \| continue$`,
-		"skips a group of one rule, which the loop after it would pass over without a problem anyway"},
+		"skips a group of one rule, which the loop after it would pass over without a problem anyway", false},
 	{`^limits\.go:after#\d+ && keeps its left side`,
-		"every duration the engine adds to an instant is at least 0 (refused or clamped before), so the sum is never before the instant"},
+		"every duration the engine adds to an instant is at least 0 (refused or clamped before), so the sum is never before the instant", false},
 	{`^list\.go:Engine\.List#\d+ delete assignment \| q\.After = ListCursor\{\}`,
-		"clears ListQuery.After, a field a Go caller may set and the store reads; the vector format has no such field"},
-	{`^list\.go:ListQuery\.validate#(1|2|3) `,
-		"the store's List refuses the same limits itself (docs/store.md: a limit of 1 to MaxListLimit + 1), so the code stays invalid_argument; and a limit of 0 was replaced by 50 before the check"},
+		"clears ListQuery.After, a field a Go caller may set and the store reads; the vector format has no such field", true},
+	{`^list\.go:ListQuery\.validate#(1|2) `,
+		"the store's List refuses the same limits itself (docs/store.md: a limit of 1 to MaxListLimit + 1), so the code stays invalid_argument", true},
+	{`^list\.go:ListQuery\.validate#3 `,
+		"a limit of 0 was replaced by 50 before the check, so < 0 and <= 0 refuse the same limits", false},
 	{`^list\.go:ListQuery\.validate#\d+ && keeps its right side \| if !r\.from\.IsZero\(\) && !r\.to\.IsZero\(\) && !r\.to\.After\(r\.from\)`,
-		"a bound that is set is at least MinTime, which is after the zero time, so dropping the test that the start is set changes nothing"},
+		"a bound that is set is at least MinTime, which is after the zero time, so dropping the test that the start is set changes nothing", false},
 	{`^list\.go:decodeCursor#(5|6|13|15|16) `,
-		"the layout inside a cursor (its version byte, nanoseconds, time range) is each implementation's own (§4.25: opaque); a vector can only give a text List never made, which fails the length or the digest first"},
+		"the layout inside a cursor (its version byte, nanoseconds, time range) is each implementation's own (§4.25: opaque); a vector can only give a text List never made, which fails the length or the digest first", true},
 	{`^list\.go:Engine\.checkListStates#\d+ delete break`,
-		"stops a search whose answer is already known; going on changes nothing"},
+		"stops a search whose answer is already known; going on changes nothing", false},
 	{`^lease\.go:Engine\.Claim#\d+ .* \| (if got\.failed == nil|got\.failed = |if errors\.Is\(err, ErrNoJob\) && got\.failed != nil)`,
-		"the claim's no_job error also wraps the first failed effect's error, for a Go caller's errors.Is; a vector compares codes, and the code is no_job either way"},
+		"the claim's no_job error also wraps the first failed effect's error, for a Go caller's errors.Is; a vector compares codes, and the code is no_job either way", true},
 	{`^transitions\.go:Definition\.fires#\d+ delete assignment \| refusal = err`,
-		"the guard's own error becomes the refusal's Cause, for a Go caller; the code guard_refused is the same"},
+		"the guard's own error becomes the refusal's Cause, for a Go caller; the code guard_refused is the same", true},
 	{`^failure\.go:Engine\.Snooze#\d+ && keeps its left side`,
-		"differs only in an active state with neither a retry nor an abandon rule, where the refusal names the other event; its code, invalid_transition, is the same"},
+		"differs only in an active state with neither a retry nor an abandon rule, where the refusal names the other event; its code, invalid_transition, is the same", true},
 	{`^text\.go:CleanErrorText#\d+ <= to < \| if len\(s\) <= MaxErrorBytes && textProblem\(s\) == ""`,
-		"a valid text of exactly MaxErrorBytes bytes taken through the cleaning loop comes out unchanged"},
+		"a valid text of exactly MaxErrorBytes bytes taken through the cleaning loop comes out unchanged", false},
 	{`^engine\.go:Engine\.expireOnRead#(3|4) `,
-		"expire checks the deadline again under the job's lock and writes nothing when it has not passed, so the job returned is the same; and every job a vector's store holds is of the vector's one machine"},
+		"expire checks the deadline again under the job's lock and writes nothing when it has not passed, so the job returned is the same (#3); every job a vector's store holds is of the vector's one machine (#4)", true},
 	{`^engine\.go:Definition\.wakeAt#\d+ (&& keeps its right side \| if !c\.IsZero\(\)|> to >= \| if job\.Leases > 0)`,
-		"earliest is never given the zero time (UpdatedAt is always set, NotBefore is tested first, a deadline that can act is set, and a job without live leases has no lease end, which earliest ignores)"},
+		"earliest is never given the zero time (UpdatedAt is always set, NotBefore is tested first, a deadline that can act is set, and a job without live leases has no lease end, which earliest ignores)", false},
 	{`^engine\.go:Definition\.expires#\d+ && keeps its left side`,
-		"a terminal state has no expire rule (nothing leaves a terminal state), so Can decides for it"},
+		"a terminal state has no expire rule (nothing leaves a terminal state), so Can decides for it", false},
 	{`^engine\.go:Engine\.move#\d+ (&& keeps its left side|> to >=) \| if exec == uuid\.Nil && cur\.Job\.Kind == KindActive`,
-		"an active job always holds a live execution (Leases > 0), and only claim, which Fire cannot fire, enters an active state from another kind (§2.3 rule 12)"},
+		"an active job always holds a live execution (Leases > 0), and only claim, which Fire cannot fire, enters an active state from another kind (§2.3 rule 12)", false},
 	{`^sweep\.go:Engine\.loseLeases#\d+ && keeps its left side \| if before == KindActive && err == nil`,
-		"a step whose building fails fails the whole write, whose counts are dropped (§4.17 step 6)"},
+		"a step whose building fails fails the whole write, whose counts are dropped (§4.17 step 6)", false},
 	{`^sweep\.go:Engine\.Sweep#\d+ (delete assignment \| (q\.AfterWake, q\.AfterID = |seen\[d\.ID\] = true)|delete continue)`,
-		"a job met once is not met again in the same pass: after its write it has no due work left (the chain takes every due step) or, when the write failed, it is pushed back past now; so neither the page cursor nor the set of jobs seen changes what is swept (they bound the work of a pass when writes fail in the store)"},
+		"a job met once is not met again in the same pass: after its write it has no due work left (the chain takes every due step) or, when the write failed, it is pushed back past now; so neither the page cursor nor the set of jobs seen changes what is swept (they bound the work of a pass when writes fail in the store)", true},
 	{`^sweep\.go:Engine\.(Sweep|RecoverWorker)#\d+ && keeps its left side \| if (err := e\.sweepJob\(ctx, d\.ID, now, &rep\); )?err != nil && !errors\.Is\(err, ErrNotFound\)`,
-		"a job deleted between the listing and its write; no vector step runs between them"},
+		"a job deleted between the listing and its write; no vector step runs between them", true},
 	{`^sweep\.go:Engine\.(sweepJob|RecoverWorker)#\d+ delete assignment \| r, marks = SweepReport\{\}, nil`,
-		"resets the counts when the store runs the update's function again, which the vectors' store (memstore) never does"},
+		"resets the counts when the store runs the update's function again, which the vectors' store (memstore) never does", true},
 	{`^sweep\.go:Engine\.sweepWrite#\d+ delete call \| c\.mark\(r\)`,
-		"the mark after the expire step, a chain's last: cut back at the expire's own effect the mark is not kept, and kept the write is whole, so its counts are all of the report"},
+		"the mark after the expire step, a chain's last: cut back at the expire's own effect the mark is not kept, and kept the write is whole, so its counts are all of the report", false},
 	{`^sweep\.go:Engine\.RecoverWorker#\d+ delete continue \| continue // another engine's machine`,
-		"a vector's engine runs its one machine, and its store holds only that machine's jobs"},
+		"a vector's engine runs its one machine, and its store holds only that machine's jobs", true},
 	{`^sweep\.go:Engine\.RecoverWorker#\d+ (&& keeps its left side \| if err != nil && !errors\.Is\(err, ErrIncomplete\)|delete continue \| continue$)`,
-		"a recovery's write is never cut back: on a single-execution machine it has one step, and on a concurrent one its only step with a rule (and so with effects) is the committed execution's finish, which ends the chain; and a failed write's counts are dropped anyway"},
+		"a recovery's write is never cut back: on a single-execution machine it has one step, and on a concurrent one its only step with a rule (and so with effects) is the committed execution's finish, which ends the chain; and a failed write's counts are dropped anyway", false},
 	{`^sweep\.go:chain\.add#\d+ (delete assignment \| (c\.w\.Effects = append|\*p = x|execs = append\(execs, x\))|!= to == \| if p := findExec\(c\.w\.Executions)`,
-		"a sweep or recovery step records no once-only effect, creates no execution, and never writes an execution an earlier step of its chain wrote"},
+		"a sweep or recovery step records no once-only effect, creates no execution, and never writes an execution an earlier step of its chain wrote", false},
 }
 
-// explain returns the reason a mutant is equivalent, or "".
-func explain(m mutant) string {
+// explain returns the reason a mutant is equivalent, or "", and whether
+// its difference shows only outside the vector format.
+func explain(m mutant) (string, bool) {
 	for _, e := range equivalent {
 		if regexp.MustCompile(e.pattern).MatchString(m.key() + " | " + m.src) {
-			return e.reason
+			return e.reason, e.outside
 		}
 	}
-	return ""
+	return "", false
 }
 
 type mutant struct {
@@ -305,17 +314,30 @@ func run(root string, generated bool, parallel int, timeout time.Duration, only 
 		survivors = left
 	}
 	var explained, open []mutant
+	outside := 0
 	for _, m := range survivors {
-		if explain(m) != "" {
+		if why, out := explain(m); why != "" {
 			explained = append(explained, m)
+			if out {
+				outside++
+			}
 		} else {
 			open = append(open, m)
 		}
 	}
-	fmt.Printf("survivors: %d equivalent (explained), %d unexplained; plausible mutants killed: %.1f%% (%d of %d)\n",
-		len(explained), len(open), pct(len(todo)-len(survivors), len(todo)-len(explained)), len(todo)-len(survivors), len(todo)-len(explained))
+	killed := len(todo) - len(survivors)
+	fmt.Printf("survivors: %d explained (%d equivalent, %d outside the vector format), %d unexplained\n",
+		len(explained), len(explained)-outside, outside, len(open))
+	fmt.Printf("plausible mutants killed: %.1f%% (%d of %d; the explained left out); counting those outside the format as survivors: %.1f%% (%d of %d)\n",
+		pct(killed, len(todo)-len(explained)), killed, len(todo)-len(explained),
+		pct(killed, len(todo)-len(explained)+outside), killed, len(todo)-len(explained)+outside)
 	for _, m := range explained {
-		fmt.Printf("  equivalent %s:%d %s\n      %s\n      %s\n", m.file, m.line, m.key(), m.src, explain(m))
+		why, out := explain(m)
+		label := "equivalent"
+		if out {
+			label = "outside   "
+		}
+		fmt.Printf("  %s %s:%d %s\n      %s\n      %s\n", label, m.file, m.line, m.key(), m.src, why)
 	}
 	for _, m := range open {
 		fmt.Printf("  SURVIVED   %s:%d %s\n      %s\n", m.file, m.line, m.key(), m.src)
