@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobstate/jobstate"
 )
@@ -191,7 +192,9 @@ func TestBulkCancelOfTenThousandJobs(t *testing.T) {
 	d := newDB(t)
 	ctx := context.Background()
 	const n = 10000
+	start := time.Now()
 	jobs := d.create(t, "queue", n)
+	t.Logf("created %d jobs in %s", n, time.Since(start))
 	others := d.create(t, "payout", 5)
 
 	dry := d.run(t, "cancel", "--machine", "queue", "--state", "QUEUED")
@@ -200,6 +203,7 @@ func TestBulkCancelOfTenThousandJobs(t *testing.T) {
 		strings.Count(dry.stdout, "would cancel  ") != n {
 		t.Fatalf("dry run:\n%s", tail(dry.stdout))
 	}
+	t.Logf("dry run at %s", time.Since(start))
 	if c, _ := d.eng.Counts(ctx, "queue"); c["QUEUED"] != n {
 		t.Fatalf("the dry run moved jobs: %v", c)
 	}
@@ -219,6 +223,7 @@ func TestBulkCancelOfTenThousandJobs(t *testing.T) {
 	o := runOn(t, a, stdout, stderr, append([]string{"cancel", "--machine", "queue", "--state", "QUEUED", "--yes",
 		"--actor", "ops@example", "--reason", "bad deploy", "--page", "1000"}, d.flags...)...)
 	o.wantCode(t, exitOK)
+	t.Logf("cancelled at %s", time.Since(start))
 	if !strings.Contains(o.stdout, "cancel: 9997 cancelled, 3 skipped, 0 failed, of 10000 selected") {
 		t.Fatalf("stdout:\n%s", tail(o.stdout))
 	}
@@ -254,6 +259,7 @@ func TestBulkCancelOfTenThousandJobs(t *testing.T) {
 			t.Fatalf("job %s: last record %+v", jobs[i].ID, last)
 		}
 	}
+	t.Logf("histories checked at %s", time.Since(start))
 	for _, j := range others {
 		if got, _ := d.eng.Get(ctx, j.ID); got.State != "PENDING" {
 			t.Errorf("a job of another machine moved: %+v", got)

@@ -194,7 +194,7 @@ type result struct {
 func (a *app) actMany(ctx context.Context, act action, eng *jobstate.Engine, o actionOptions) error {
 	start := time.Now()
 	var t tally
-	prog := a.progress(act)
+	prog := a.progress(act, !o.yes)
 	cursor := ""
 	var stop error
 	for stop == nil {
@@ -312,9 +312,13 @@ func (a *app) actJob(ctx context.Context, act action, eng *jobstate.Engine, o ac
 // progress returns the function that shows a bulk action's progress on
 // stderr when it is a terminal: one line, rewritten after each page,
 // ended when the run ends.
-func (a *app) progress(act action) func(t tally, last bool) {
+func (a *app) progress(act action, dry bool) func(t tally, last bool) {
 	if !a.terminal {
 		return func(tally, bool) {}
+	}
+	done := act.done
+	if dry {
+		done = "to " + act.name
 	}
 	shown := false
 	return func(t tally, last bool) {
@@ -325,6 +329,6 @@ func (a *app) progress(act action) func(t tally, last bool) {
 			return
 		}
 		shown = true
-		fmt.Fprintf(a.stderr, "\r%s: %d selected, %d %s, %d skipped, %d failed", act.name, t.selected, t.acted, act.done, t.skipped, t.failed)
+		fmt.Fprintf(a.stderr, "\r%s: %d selected, %d %s, %d skipped, %d failed", act.name, t.selected, t.acted, done, t.skipped, t.failed)
 	}
 }

@@ -139,7 +139,7 @@ func readSchema(ctx context.Context, pool *pgxpool.Pool, schema string) (schemaS
 // dbError is a failure of the database (exit 3), or the interruption.
 func dbError(what string, err error) error {
 	if errors.Is(err, context.Canceled) {
-		return err
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("%s: interrupted", what)}
 	}
 	return &exitError{code: exitDatabase, err: fmt.Errorf("%s: %w", what, err)}
 }
@@ -180,7 +180,7 @@ func (a *app) open(ctx context.Context, db database, defs []definitionFile, conn
 		pool.Close()
 		return nil, refusedf("schema %q is at version %d, newer than this command knows (%d): use a newer jobstate command", db.schema, st.version, pgstore.SchemaVersion)
 	}
-	store, err := pgstore.New(pool, pgstore.Options{Schema: db.schema, NoNotify: false})
+	store, err := pgstore.New(pool, pgstore.Options{Schema: db.schema})
 	if err != nil {
 		pool.Close()
 		return nil, err

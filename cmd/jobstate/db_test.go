@@ -109,6 +109,22 @@ func TestListPagesThroughEveryJob(t *testing.T) {
 		t.Errorf("paged ids differ from the created jobs:\n got %v\nwant %v", seen, want)
 	}
 
+	// A time given as a duration ago moves with the clock: the next page
+	// is asked for with the time it was resolved to.
+	o = d.run(t, "list", "--machine", "queue", "--limit", "20", "--created-from", "1h")
+	o.wantCode(t, exitOK)
+	more := strings.Fields(strings.TrimPrefix(lastLine(o.stdout), "more: "))
+	if len(more) != 4 || more[0] != "--cursor" || more[2] != "--created-from" {
+		t.Fatalf("more line %q", lastLine(o.stdout))
+	}
+	o = d.run(t, append([]string{"list", "--machine", "queue", "--limit", "20"}, more...)...)
+	o.wantCode(t, exitOK)
+	if got := strings.Count(o.stdout, "\n"); got != 1+5 {
+		t.Errorf("second page has %d lines, want a header and 5 jobs:\n%s", got, o.stdout)
+	}
+	o = d.run(t, "list", "--machine", "queue", "--limit", "20", "--created-from", "1h", "--cursor", more[1])
+	o.wantCode(t, exitUsage)
+
 	// Filters: state, outcome; --all walks every page.
 	o = d.run(t, "list", "--state", "FAILED", "--json")
 	o.wantCode(t, exitOK)
@@ -202,4 +218,9 @@ func TestCountsPerMachineAndState(t *testing.T) {
 		t.Errorf("counts table:\n%s", o.stdout)
 	}
 	d.run(t, "counts", "--machine", "nope").wantCode(t, exitUsage)
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }

@@ -111,6 +111,31 @@ func (f *filterFlags) query(now time.Time) (jobstate.ListQuery, error) {
 	return q, nil
 }
 
+// absoluteTimes returns the time flags given as durations ago, as the
+// flags of the times q resolved them to: a cursor is bound to its query's
+// times, so the next page must be asked for with these, not with times
+// that moved with the clock.
+func (f *filterFlags) absoluteTimes(q jobstate.ListQuery) []string {
+	var out []string
+	for _, t := range []struct {
+		name string
+		text string
+		at   time.Time
+	}{
+		{"created-from", f.createdFrom, q.CreatedFrom}, {"created-to", f.createdTo, q.CreatedTo},
+		{"updated-from", f.updatedFrom, q.UpdatedFrom}, {"updated-to", f.updatedTo, q.UpdatedTo},
+		{"completed-from", f.completedFrom, q.CompletedFrom}, {"completed-to", f.completedTo, q.CompletedTo},
+	} {
+		if t.text == "" {
+			continue
+		}
+		if _, err := time.Parse(time.RFC3339Nano, t.text); err != nil {
+			out = append(out, "--"+t.name, t.at.Format(time.RFC3339Nano))
+		}
+	}
+	return out
+}
+
 // parseWhen reads a time flag: "" for none, an RFC 3339 time, or a
 // duration meaning that long before now ("90m", "24h").
 func parseWhen(s string, now time.Time) (time.Time, error) {

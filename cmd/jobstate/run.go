@@ -205,10 +205,35 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 			return pos, nil
 		}
 		// fs.Parse stops at the first positional argument, or after "--".
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+		if endedFlags(fs, args[:len(args)-len(rest)]) {
 			return append(pos, rest...), nil
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// endedFlags reports whether the arguments fs.Parse consumed end with the
+// "--" that ends the flags, rather than with a "--" given as a flag's
+// value ("--reason --").
+func endedFlags(fs *flag.FlagSet, consumed []string) bool {
+	n := len(consumed)
+	if n == 0 || consumed[n-1] != "--" {
+		return false
+	}
+	if n == 1 {
+		return true
+	}
+	prev := strings.TrimLeft(consumed[n-2], "-")
+	if consumed[n-2] == prev || strings.Contains(prev, "=") || endedFlags(fs, consumed[:n-1]) {
+		return true // not a flag, a flag with its value, or after "--"
+	}
+	f := fs.Lookup(prev)
+	if f == nil {
+		return true
+	}
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		return true
+	}
+	return false // "--" was the value of the flag before it
 }

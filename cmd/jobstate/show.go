@@ -114,13 +114,20 @@ func (a *app) list(ctx context.Context, args []string) error {
 		if jobs == nil {
 			jobs = []jobstate.Job{}
 		}
-		return writeJSON(a.stdout, struct {
+		out := struct {
 			Jobs []jobstate.Job `json:"jobs"`
 			Next string         `json:"next,omitempty"`
-		}{jobs, next})
+			// NextFlags are the flags that ask for the next page: the
+			// cursor, and the times given as durations ago, resolved.
+			NextFlags []string `json:"next_flags,omitempty"`
+		}{Jobs: jobs, Next: next}
+		if next != "" {
+			out.NextFlags = append([]string{"--cursor", next}, ff.absoluteTimes(q)...)
+		}
+		return writeJSON(a.stdout, out)
 	}
 	if next != "" {
-		fmt.Fprintf(a.stdout, "more: --cursor %s\n", next)
+		fmt.Fprintf(a.stdout, "more: %s\n", strings.Join(append([]string{"--cursor", next}, ff.absoluteTimes(q)...), " "))
 	}
 	return nil
 }
