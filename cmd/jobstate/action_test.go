@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -280,4 +284,65 @@ func tail(s string) string {
 		return "…" + s[len(s)-2000:]
 	}
 	return s
+}
+
+func TestInterruptStopsABulkActionWithItsCounts(t *testing.T) {
+	d := newDB(t)
+	d.create(t, "queue", 40)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var seen atomic.Int64
+	a, stdout, stderr := testApp(nil)
+	a.beforeAct = func(context.Context, jobstate.Job) {
+		if seen.Add(1) == 5 {
+			cancel()
+		}
+	}
+	code := a.run(ctx, append([]string{"cancel", "--machine", "queue", "--yes", "--page", "10", "--parallel", "2"}, d.flags...))
+	o := outcome{code: code, stdout: stdout.String(), stderr: stderr.String()}
+	o.wantCode(t, exitInterrupted)
+	if !strings.Contains(o.stderr, "interrupted") {
+		t.Errorf("stderr %q", o.stderr)
+	}
+	var acted, skippedN, failedN, selected int
+	if _, err := fmt.Sscanf(lastLine(o.stdout), "cancel: %d cancelled, %d skipped, %d failed, of %d selected", &acted, &skippedN, &failedN, &selected); err != nil {
+		t.Fatalf("summary %q: %v", lastLine(o.stdout), err)
+	}
+	c, err := d.eng.Counts(context.Background(), "queue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acted < 4 || selected >= 40 || c["CANCELLED"] != acted || c["QUEUED"] != 40-acted || skippedN+failedN != 0 {
+		t.Errorf("summary %q, counts %v", lastLine(o.stdout), c)
+	}
+	// Run again: the rest is cancelled.
+	d.run(t, "cancel", "--machine", "queue", "--state", "QUEUED", "--yes").wantCode(t, exitOK)
+	if c, _ := d.eng.Counts(context.Background(), "queue"); c["CANCELLED"] != 40 {
+		t.Errorf("counts after the second run %v", c)
+	}
+}
+
+func TestTerminalIsACharacterDevice(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, out := range []io.Writer{w, f, &strings.Builder{}} {
+		if isTerminal(out) {
+			t.Errorf("%T is taken for a terminal", out)
+		}
+	}
+	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+		defer tty.Close()
+		if !isTerminal(tty) {
+			t.Error("/dev/tty is not taken for a terminal")
+		}
+	}
 }

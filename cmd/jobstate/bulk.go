@@ -278,13 +278,17 @@ func (a *app) runPage(ctx context.Context, act action, eng *jobstate.Engine, o a
 	return results
 }
 
-// actJob judges one job and, with --yes, moves it.
+// actJob judges one job and, with --yes, moves it. A job is not begun
+// once ctx is done, but one begun is finished whatever ctx does (each
+// read and write is bounded by the store's round-trip timeout), so that an
+// interrupt never leaves a move whose outcome the summary does not know.
 func (a *app) actJob(ctx context.Context, act action, eng *jobstate.Engine, o actionOptions, job jobstate.Job) result {
 	r := result{job: job}
 	if err := ctx.Err(); err != nil {
 		r.v, r.err = stopped, err
 		return r
 	}
+	ctx = context.WithoutCancel(ctx)
 	why, err := precheck(ctx, act, eng, job)
 	if err != nil {
 		r.v, r.reason = judge(err)
