@@ -43,6 +43,9 @@ type Vector struct {
 	Definition json.RawMessage `json:"definition"`
 	// Start is the manual clock's first reading, in RFC 3339.
 	Start string `json:"start"`
+	// Draw, when set, is the random draw the engine's backoff jitter
+	// reads (WithRandom); absent, 0.5.
+	Draw *float64 `json:"draw,omitempty"`
 	// Expect, when set, is what loading the definition must give; absent,
 	// the definition must load.
 	Expect *LoadExpect `json:"expect,omitempty"`
@@ -230,6 +233,21 @@ type Expect struct {
 	// of the job bound to alias, or of the execution of the lease bound
 	// to it.
 	ExecutionErrors []string `json:"execution_errors,omitempty"`
+
+	// LeaseExpires and LeaseTTL are the ExpiresAt and TTL of the lease a
+	// claim, claim_job or heartbeat returned.
+	LeaseExpires *string `json:"lease_expires,omitempty"`
+	LeaseTTL     *string `json:"lease_ttl,omitempty"`
+	// Wraps names registry errors (guards' refusals, the fail_effect
+	// effect's error, RegistryErrors) that the step's error must wrap.
+	Wraps []string `json:"wraps,omitempty"`
+	// Observed are the transition records the engine's observers were
+	// told of during the step, as [from, event, to] triples in the order
+	// they were told.
+	Observed [][3]string `json:"observed,omitempty"`
+	// ExecutionStartedAt are the StartedAt times of the job's executions,
+	// in claim order ("" for one never started).
+	ExecutionStartedAt []string `json:"execution_started_at,omitempty"`
 
 	// Report is a sweep's report.
 	Report *Report `json:"report,omitempty"`

@@ -120,6 +120,11 @@ func (r *runner) do(s Step, target uuid.UUID, hasTarget bool) (result, *stepErro
 		if err != nil {
 			return res, err
 		}
+		if s.TTL != "" {
+			if l.TTL, err = parseDuration("ttl", s.TTL); err != nil {
+				return res, err
+			}
+		}
 		nl, e := eng.Heartbeat(ctx, l)
 		res.err = e
 		if e == nil {

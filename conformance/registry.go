@@ -37,6 +37,20 @@ var (
 	ErrFailEffect = errors.New("fail_effect: the effect failed")
 )
 
+// RegistryErrors maps the names a vector's wraps expectation uses to the
+// registry's errors: each guard's refusal by the guard's name, and the
+// "fail_effect" effect's error. A new map on each call.
+func RegistryErrors() map[string]error {
+	return map[string]error{
+		"owner_only":         ErrNotOwner,
+		"not_owner":          ErrOwner,
+		"even_arg":           ErrOddArg,
+		"no_live_executions": ErrLiveExecutions,
+		"attempt_below_3":    ErrAttemptLimit,
+		"fail_effect":        ErrFailEffect,
+	}
+}
+
 // NewRegistry returns the fixed conformance registry that every vector's
 // definition is parsed with (docs/conformance.md §3 gives the exact
 // semantics other implementations must reproduce):

@@ -87,11 +87,18 @@ func RunVector(t *testing.T, v Vector, newStore func(t *testing.T) jobstate.Stor
 	}
 	r.ctx = context.WithValue(context.Background(), countsKey{}, r.counts)
 	var seq atomic.Uint64
+	draw := 0.5
+	if v.Draw != nil {
+		draw = *v.Draw
+	}
 	r.eng, err = jobstate.New(r.store,
 		jobstate.WithClock(r.clock),
 		jobstate.WithMachines(def),
 		jobstate.WithIDs(func() (uuid.UUID, error) { return sequentialID(seq.Add(1)), nil }),
-		jobstate.WithRandom(func() float64 { return 0.5 }),
+		jobstate.WithRandom(func() float64 { return draw }),
+		jobstate.WithObserver(func(_ context.Context, _ jobstate.Job, tr jobstate.Transition) {
+			r.observed = append(r.observed, [3]string{string(tr.From), string(tr.Event), string(tr.To)})
+		}),
 	)
 	if err != nil {
 		t.Fatalf("engine: %v", err)
@@ -123,6 +130,9 @@ type runner struct {
 	leases map[string]jobstate.Lease
 	pages  map[string]string // page alias → the page's next cursor
 	counts *counts
+	// observed are the records the observers were told of during the
+	// current step.
+	observed [][3]string
 }
 
 // result is what one operation gave.
@@ -161,6 +171,7 @@ func (r *runner) step(n int, s Step) {
 	}
 	before := r.snapshot()
 
+	r.observed = nil
 	res, verr := r.do(s, target, hasTarget)
 	if verr != nil {
 		fail("vector error: %s", verr.msg)
@@ -225,6 +236,41 @@ func (r *runner) step(n int, s Step) {
 		if res.lease.Token != *e.Token {
 			bad("token: got %d, want %d", res.lease.Token, *e.Token)
 		}
+	}
+	if e.LeaseExpires != nil || e.LeaseTTL != nil {
+		if res.lease == nil {
+			fail("vector error: lease_expires and lease_ttl are only given by claim, claim_job and heartbeat")
+		}
+		if e.LeaseExpires != nil {
+			w, verr := parseTime("lease_expires", *e.LeaseExpires)
+			if verr != nil {
+				fail("vector error: %s", verr.msg)
+			}
+			if !w.Equal(res.lease.ExpiresAt) {
+				bad("lease_expires: got %s, want %s", timeText(res.lease.ExpiresAt), timeText(w))
+			}
+		}
+		if e.LeaseTTL != nil {
+			w, verr := parseDuration("lease_ttl", *e.LeaseTTL)
+			if verr != nil {
+				fail("vector error: %s", verr.msg)
+			}
+			if w != res.lease.TTL {
+				bad("lease_ttl: got %s, want %s", res.lease.TTL, w)
+			}
+		}
+	}
+	for _, name := range e.Wraps {
+		want, ok := RegistryErrors()[name]
+		if !ok {
+			fail("vector error: wraps: no registry error named %q", name)
+		}
+		if !errors.Is(res.err, want) {
+			bad("error: got %v, which does not wrap the registry's %q", res.err, name)
+		}
+	}
+	if e.Observed != nil && !reflect.DeepEqual(r.observed, e.Observed) && (len(r.observed) > 0 || len(e.Observed) > 0) {
+		bad("observed:\n got  %s\n want %s", triples(r.observed), triples(e.Observed))
 	}
 	if e.Report != nil {
 		if res.report == nil {
@@ -324,6 +370,33 @@ func (r *runner) step(n int, s Step) {
 		}
 		if !reflect.DeepEqual(got, e.Executions) {
 			bad("executions: got %v, want %v", got, e.Executions)
+		}
+	}
+	if e.ExecutionStartedAt != nil {
+		if !hasTarget {
+			fail("vector error: execution start times are expected but the step names no job")
+		}
+		xs := res.execs
+		if !res.readHist {
+			var err error
+			if xs, err = r.store.Executions(r.ctx, target); err != nil {
+				fail("reading the executions: %v", err)
+			}
+		}
+		got := make([]string, len(xs))
+		for i, x := range xs {
+			got[i] = timeText(x.StartedAt)
+		}
+		want := make([]string, len(e.ExecutionStartedAt))
+		for i, text := range e.ExecutionStartedAt {
+			w, verr := parseTime("execution_started_at", text)
+			if verr != nil {
+				fail("vector error: %s", verr.msg)
+			}
+			want[i] = timeText(w)
+		}
+		if !reflect.DeepEqual(got, want) {
+			bad("execution start times: got %q, want %q", got, want)
 		}
 	}
 	if e.ExecutionErrors != nil {

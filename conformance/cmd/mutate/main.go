@@ -94,8 +94,10 @@ var equivalent = []struct {
 	// store faults): it is not equivalent, but no vector can kill it.
 	outside bool
 }{
-	{`^(commit\.go:Engine\.(Commit|Succeed)#\d+ .* \| in\.Result = clone\(in\.Result\)$|definition\.go:NewDefinition#\d+ delete assignment \| .*= append\(\[\]State\(nil\), |effects\.go:plan\.keep#\d+ .* \| w\.\w+ = slices\.Clone|sweep\.go:chain\.add#\d+ delete (call|assignment) \| (copy\(execs, c\.cur\.Executions\)|kept\.\w+ = slices\.Clone))`,
-		"a defensive copy: it keeps the engine from sharing memory with its caller or with a later step of the same write; every value a vector sees has crossed the store, and a chain's later steps only append records to the write (no step writes an execution an earlier step of the chain wrote), so sharing cannot show", true},
+	{`^(commit\.go:Engine\.(Commit|Succeed)#\d+ .* \| in\.Result = clone\(in\.Result\)$|definition\.go:NewDefinition#\d+ delete assignment \| .*= append\(\[\]State\(nil\), )`,
+		"a defensive copy of memory the caller handed in (a Go caller that changes it afterwards would see the difference); every value a vector sees has crossed the store", true},
+	{`^(effects\.go:plan\.keep#\d+ .* \| w\.\w+ = slices\.Clone|sweep\.go:chain\.add#\d+ delete (call|assignment) \| (copy\(execs, c\.cur\.Executions\)|kept\.\w+ = slices\.Clone))`,
+		"a copy inside one write: a chain's later steps only append records and effects to the write, never change an execution an earlier step wrote, and replace the chain's executions rather than change them, so the point kept is the same shared or not", false},
 	{`^(create\.go:Engine\.Redrive#\d+ delete call \| e\.notify|engine\.go:Engine\.run#\d+ delete call \| e\.notify|lease\.go:Engine\.Claim#\d+ delete call \| e\.notify|create\.go:Engine\.create#\d+ delete assignment \| rec = )`,
 		"feeds the observers (§4.24), which no vector step can observe", true},
 	{`^retry\.go:Backoff\.Delay#(21|22|23|24) `,
@@ -156,8 +158,10 @@ var equivalent = []struct {
 		"differs only in an active state with neither a retry nor an abandon rule, where the refusal names the other event; its code, invalid_transition, is the same", true},
 	{`^text\.go:CleanErrorText#\d+ <= to < \| if len\(s\) <= MaxErrorBytes && textProblem\(s\) == ""`,
 		"a valid text of exactly MaxErrorBytes bytes taken through the cleaning loop comes out unchanged", false},
-	{`^engine\.go:Engine\.expireOnRead#(3|4) `,
-		"expire checks the deadline again under the job's lock and writes nothing when it has not passed, so the job returned is the same (#3); every job a vector's store holds is of the vector's one machine (#4)", true},
+	{`^engine\.go:Engine\.expireOnRead#3 `,
+		"expire checks the deadline again under the job's lock and writes nothing when it has not passed, so the job returned is the same", false},
+	{`^engine\.go:Engine\.expireOnRead#4 `,
+		"a job of a machine the engine does not know; every job a vector's store holds is of the vector's one machine", true},
 	{`^engine\.go:Definition\.wakeAt#\d+ (&& keeps its right side \| if !c\.IsZero\(\)|> to >= \| if job\.Leases > 0)`,
 		"earliest is never given the zero time (UpdatedAt is always set, NotBefore is tested first, a deadline that can act is set, and a job without live leases has no lease end, which earliest ignores)", false},
 	{`^engine\.go:Definition\.expires#\d+ && keeps its left side`,
