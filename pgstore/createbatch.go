@@ -61,7 +61,11 @@ func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Cont
 				hist = append(hist, transitionArgs(id, &w.Transitions[k]))
 			}
 			for k := range w.Executions {
-				b.Queue(s.sql.upsertExec, execArgs(id, &w.Executions[k])...)
+				sql := s.sql.insertExec
+				if hasExec(w.Executions[:k], w.Executions[k].ID) {
+					sql = s.sql.updateExec
+				}
+				b.Queue(sql, execArgs(id, &w.Executions[k])...)
 			}
 			for k := range w.Effects {
 				b.Queue(s.sql.insertEffect, effectArgs(id, &w.Effects[k])...)

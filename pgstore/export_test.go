@@ -2,7 +2,9 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobstate/jobstate"
@@ -58,3 +60,45 @@ func MigrationCount() (int, error) {
 	all, err := migrations()
 	return len(all), err
 }
+
+// MultiUpdateSQL returns the statements (and their arguments) that write
+// ws, each over the job of the same index in curs, in one multi-row
+// write: the update of the jobs first, then the history, executions and
+// effects inserts.
+func MultiUpdateSQL(s *Store, curs []jobstate.Job, ws []jobstate.Write) ([]string, [][]any) {
+	var m multiWrite
+	outs := make([]jobstate.Job, len(ws))
+	for i := range ws {
+		if ok, err := m.add(&curs[i], nil, &ws[i], &outs[i]); err != nil || !ok {
+			panic(fmt.Sprint("pgstore: MultiUpdateSQL: ", ok, err))
+		}
+	}
+	b := &pgx.Batch{}
+	if err := s.queueMulti(b, &m); err != nil {
+		panic(err)
+	}
+	var sqls []string
+	var args [][]any
+	for _, q := range b.QueuedQueries {
+		if q.SQL == s.sql.notify {
+			continue
+		}
+		sqls, args = append(sqls, q.SQL), append(args, q.Arguments)
+	}
+	return sqls, args
+}
+
+// HotSQL returns the statements of the claim, update and commit paths, by
+// name.
+func HotSQL(s *Store) map[string]string {
+	q := s.sql
+	return map[string]string{
+		"claim": q.claim, "claimExecs": q.claimExecs, "claimEffs": q.claimEffs,
+		"lock": q.lock, "lockMany": q.lockMany, "snapExecs": q.snapExecs, "snapEffects": q.snapEffects,
+		"updateJob": q.updateJob, "updateMany": q.updateMany, "updateExec": q.updateExec, "updateExecs": q.updateExecs,
+		"insertTransitions": q.insertTransitions, "holder": q.holder, "get": q.get,
+	}
+}
+
+// PinPlansSQL is the statement sent in front of the hot statements.
+const PinPlansSQL = pinPlans

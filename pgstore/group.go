@@ -762,7 +762,7 @@ func (grp *group) sendMany() error {
 	for _, f := range grp.fast {
 		i := f.member
 		b := &pgx.Batch{}
-		if err := s.queueWrite(b, f.cur, &f.w, &grp.out[i]); err != nil {
+		if err := s.queueWrite(b, f.cur, grp.snaps[i].Executions, &f.w, &grp.out[i]); err != nil {
 			return grp.breakWith(err, inTransaction)
 		}
 		seg := segment{member: i, stmts: []stmt{{sql: "SAVEPOINT " + grp.spName(i)}}}

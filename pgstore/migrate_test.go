@@ -2,8 +2,11 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -59,7 +62,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 
 	applied, err := pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
 	require.NoError(t, err)
-	assert.Equal(t, []int{2}, applied)
+	assert.Equal(t, []int{2, 3}, applied)
 	assert.Zero(t, foreignKeys())
 	for _, index := range []string{"jobs_owner", "jobs_key"} {
 		var def string
@@ -83,4 +86,158 @@ func TestMigrateFromVersion1(t *testing.T) {
 	var holder string
 	require.NoError(t, pool.QueryRow(ctx, "SELECT job_id::text FROM "+schema+".idempotency_keys WHERE machine = 'work' AND key = 'k'").Scan(&holder))
 	assert.Equal(t, c.Job.ID.String(), holder, "the key row survived the migration")
+}
+
+// TestMigrateFromVersion2: a schema written by version 2, holding jobs in
+// every state of their machine (ready, leased, committed, retried, done,
+// failed, cancelled while leased), with their history, executions,
+// effects and idempotency keys, is brought to the current version; every
+// job reads back as it was, lookups by id walk the primary key alone,
+// and every job runs to its end on the migrated schema.
+func TestMigrateFromVersion2(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t) + "_v2"
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	require.NoError(t, pgstore.MigrateUpTo(ctx, pool, pgstore.Options{Schema: schema}, 2))
+
+	clock := jobstate.NewManualClock(epoch)
+	spec := workSpec()
+	spec.Effects = []jobstate.EffectSpec{{Name: "receipt", In: []jobstate.State{"running", "done"},
+		Run: func(context.Context, jobstate.Job) error { return nil }}}
+	spec.Rules = append(spec.Rules, jobstate.Rule{From: []jobstate.State{"queued", "running"}, Event: "cancel", To: "failed"})
+	open := func() *jobstate.Engine {
+		store, err := pgstore.New(pool, pgstore.Options{Schema: schema})
+		require.NoError(t, err)
+		t.Cleanup(store.Close)
+		def, err := jobstate.NewDefinition(spec)
+		require.NoError(t, err)
+		eng, err := jobstate.New(store, jobstate.WithMachines(def), jobstate.WithClock(clock))
+		require.NoError(t, err)
+		return eng
+	}
+	eng := open()
+	claim := func() jobstate.Claimed {
+		t.Helper()
+		clock.Advance(time.Millisecond)
+		c, err := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "work", Worker: "w"})
+		require.NoError(t, err)
+		return c
+	}
+	create := func(nj jobstate.NewJob) uuid.UUID {
+		t.Helper()
+		clock.Advance(time.Millisecond)
+		c, err := eng.Create(ctx, nj)
+		require.NoError(t, err)
+		return c.Job.ID
+	}
+	// Claims take the jobs in creation order: each job is created, then
+	// claimed and moved, before the next.
+	done := create(jobstate.NewJob{Machine: "work", Key: "done", Owner: "alice", Payload: []byte(`{"n":1}`)})
+	c := claim()
+	_, err := eng.Apply(ctx, done, "receipt", jobstate.Call{Actor: "w"})
+	require.NoError(t, err)
+	_, err = eng.Succeed(ctx, c.Lease, jobstate.CommitInput{Result: []byte("ok")})
+	require.NoError(t, err)
+
+	failed := create(jobstate.NewJob{Machine: "work", Key: "failed"})
+	c = claim()
+	_, err = eng.Fire(ctx, failed, "cancel", jobstate.Call{Actor: "ops", Reason: "stop"})
+	require.NoError(t, err)
+
+	committed := create(jobstate.NewJob{Machine: "work", Owner: "bob"})
+	c = claim()
+	_, err = eng.Commit(ctx, c.Lease, jobstate.CommitInput{Result: []byte("half")})
+	require.NoError(t, err)
+	committedLease := c.Lease
+
+	leased := create(jobstate.NewJob{Machine: "work"})
+	leasedClaim := claim()
+	require.Equal(t, leased, leasedClaim.Job.ID)
+
+	retried := create(jobstate.NewJob{Machine: "work"})
+	c = claim()
+	_, err = eng.Fail(ctx, c.Lease, errors.New("flaky"))
+	require.NoError(t, err)
+
+	later := create(jobstate.NewJob{Machine: "work", NotBefore: epoch.Add(time.Hour)})
+	ready := create(jobstate.NewJob{Machine: "work", Key: "ready"})
+
+	all := []uuid.UUID{done, failed, retried, committed, leased, later, ready}
+	type record struct {
+		job     jobstate.Job
+		history []jobstate.Transition
+		execs   []jobstate.Execution
+		effects []jobstate.EffectRecord
+	}
+	read := func(eng *jobstate.Engine) map[uuid.UUID]record {
+		out := map[uuid.UUID]record{}
+		store := eng.Store()
+		for _, id := range all {
+			var r record
+			var err error
+			r.job, err = store.Get(ctx, id)
+			require.NoError(t, err)
+			r.history, err = store.History(ctx, id)
+			require.NoError(t, err)
+			r.execs, err = store.Executions(ctx, id)
+			require.NoError(t, err)
+			r.effects, err = store.Effects(ctx, id)
+			require.NoError(t, err)
+			out[id] = r
+		}
+		return out
+	}
+	before := read(eng)
+	states := map[jobstate.State]int{}
+	for _, r := range before {
+		states[r.job.State]++
+	}
+	require.Equal(t, map[jobstate.State]int{"done": 1, "failed": 1, "queued": 3, "running": 2}, states)
+	require.Len(t, before[done].effects, 1)
+	require.Len(t, before[retried].execs, 1)
+
+	applied, err := pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
+	require.NoError(t, err)
+	assert.Equal(t, []int{3}, applied)
+	for _, index := range []string{"jobs_machine_state", "jobs_created", "jobs_updated"} {
+		var def string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = $2`, schema, index).Scan(&def))
+		assert.NotContains(t, def, " id)", "%s no longer ends in the id", index)
+	}
+
+	eng = open()
+	assert.Equal(t, before, read(eng), "every job reads back as it was")
+	for key, id := range map[string]uuid.UUID{"done": done, "failed": failed, "ready": ready} {
+		var holder uuid.UUID
+		require.NoError(t, pool.QueryRow(ctx, "SELECT job_id FROM "+schema+".idempotency_keys WHERE machine = 'work' AND key = $1", key).Scan(&holder))
+		assert.Equal(t, id, holder, "key %q", key)
+	}
+	page, err := eng.List(ctx, jobstate.ListQuery{Machine: "work", States: []jobstate.State{"queued"}}, "")
+	require.NoError(t, err)
+	require.Len(t, page.Jobs, 3)
+	assert.Equal(t, []uuid.UUID{retried, later, ready}, []uuid.UUID{page.Jobs[0].ID, page.Jobs[1].ID, page.Jobs[2].ID}, "in creation order")
+
+	// Every job runs to its end on the migrated schema.
+	_, err = eng.Finish(ctx, committedLease)
+	require.NoError(t, err)
+	_, err = eng.Succeed(ctx, leasedClaim.Lease, jobstate.CommitInput{})
+	require.NoError(t, err)
+	clock.Set(epoch.Add(2 * time.Hour))
+	for {
+		c, err := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "work", Worker: "w2"})
+		if errors.Is(err, jobstate.ErrNoJob) {
+			break
+		}
+		require.NoError(t, err)
+		_, err = eng.Succeed(ctx, c.Lease, jobstate.CommitInput{})
+		require.NoError(t, err)
+	}
+	for _, id := range all {
+		j, err := eng.Get(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, jobstate.KindTerminal, j.Kind, "job %s ends", id)
+	}
+	_, err = eng.Apply(ctx, done, "receipt", jobstate.Call{Actor: "w"})
+	require.ErrorIs(t, err, jobstate.ErrEffectApplied, "the effect recorded before the migration still counts")
 }

@@ -13,8 +13,9 @@ import (
 
 // Writes of many jobs at once (a claim batch, a group's members): one
 // UPDATE of every job from arrays, one INSERT of every transition, one
-// upsert of every execution and one INSERT of every effect, instead of
-// three or more statements per job. The server's cost per statement is
+// INSERT of every new execution, one UPDATE of every execution the jobs
+// had and one INSERT of every effect, instead of three or more statements
+// per job; the updates planned without regard to statistics (pinPlans). The server's cost per statement is
 // most of the cost of a small write.
 
 // SQL types of jobWriteColumns, in order.
@@ -45,7 +46,7 @@ func unnestOf(from int, types, cols []string) string {
 }
 
 // multiStatements returns the SQL of the writes of many jobs.
-func multiStatements(r *strings.Replacer) (update, transitions, execs, effects string) {
+func multiStatements(r *strings.Replacer) (update, transitions, newExecs, knownExecs, effects string) {
 	cols := columnNames(jobWriteColumns)
 	var set []string
 	for _, c := range cols {
@@ -65,15 +66,18 @@ func multiStatements(r *strings.Replacer) (update, transitions, execs, effects s
  WHERE j.id = v.id AND j.version = v.old_version RETURNING 1)
 SELECT 1 / (count(*) = $` + fmt.Sprint(n+4) + `)::int FROM u`)
 	transitions = r.Replace(`INSERT INTO {transitions} ({transition}) SELECT * FROM ` + unnestOf(1, transitionTypes, columnNames(transitionColumns)))
-	execs = r.Replace(`INSERT INTO {executions} (` + execColumns + `) SELECT * FROM ` + unnestOf(1, execTypes, columnNames(execColumns)) + `
- ON CONFLICT (job_id, id) DO UPDATE SET attempt = EXCLUDED.attempt, owner = EXCLUDED.owner, status = EXCLUDED.status,
- lease_expires_at = EXCLUDED.lease_expires_at, lease_expires_ns = EXCLUDED.lease_expires_ns,
- heartbeat_at = EXCLUDED.heartbeat_at, heartbeat_ns = EXCLUDED.heartbeat_ns,
- claimed_at = EXCLUDED.claimed_at, claimed_ns = EXCLUDED.claimed_ns,
- started_at = EXCLUDED.started_at, started_ns = EXCLUDED.started_ns,
- finished_at = EXCLUDED.finished_at, finished_ns = EXCLUDED.finished_ns, error = EXCLUDED.error`)
+	execCols := columnNames(execColumns)
+	newExecs = r.Replace(`INSERT INTO {executions} (` + execColumns + `) SELECT * FROM ` + unnestOf(1, execTypes, execCols))
+	var execSet []string
+	for _, c := range execCols[2:] {
+		execSet = append(execSet, fmt.Sprintf("%s = v.%s", c, c))
+	}
+	knownExecs = r.Replace(`WITH u AS (UPDATE {executions} x SET ` + strings.Join(execSet, ", ") + `
+ FROM ` + unnestOf(1, execTypes, execCols) + `
+ WHERE x.job_id = v.job_id AND x.id = v.id RETURNING 1)
+SELECT 1 / (count(*) = $` + fmt.Sprint(len(execTypes)+1) + `)::int FROM u`)
 	effects = r.Replace(`INSERT INTO {effects} (job_id, {effect}) SELECT * FROM ` + unnestOf(1, effectTypes, append([]string{"job_id"}, columnNames(effectColumns)...)))
-	return update, transitions, execs, effects
+	return update, transitions, newExecs, knownExecs, effects
 }
 
 // columns turns rows of values into one typed slice per column, for
@@ -163,16 +167,18 @@ type multiWrite struct {
 	outs    []*jobstate.Job
 	written []jobstate.Job // the jobs as written, with payload and result
 	hist    [][]any
-	execs   [][]any
+	execs   [][]any // new executions
+	known   [][]any // executions the jobs had
 	effects [][]any
 	ready   map[string]bool
 	seen    map[[2]uuid.UUID]bool
 }
 
-// add adds w over cur (already checked), its job as written to go to
-// *out. It reports false, adding nothing, when w cannot go with the
-// others: it names an execution twice (an upsert may touch a row once).
-func (m *multiWrite) add(cur *jobstate.Job, w *jobstate.Write, out *jobstate.Job) (bool, error) {
+// add adds w over cur (already checked), whose executions were known, its
+// job as written to go to *out. It reports false, adding nothing, when w
+// cannot go with the others: it names an execution twice (a statement
+// may write a row once).
+func (m *multiWrite) add(cur *jobstate.Job, known []jobstate.Execution, w *jobstate.Write, out *jobstate.Job) (bool, error) {
 	if m.seen == nil {
 		m.seen = map[[2]uuid.UUID]bool{}
 		m.ready = map[string]bool{}
@@ -191,7 +197,11 @@ func (m *multiWrite) add(cur *jobstate.Job, w *jobstate.Write, out *jobstate.Job
 	payload, result, newPayload, newResult := unchangedBlobs(cur, args)
 	for i := range w.Executions {
 		m.seen[[2]uuid.UUID{id, w.Executions[i].ID}] = true
-		m.execs = append(m.execs, execArgs(id, &w.Executions[i]))
+		if hasExec(known, w.Executions[i].ID) {
+			m.known = append(m.known, execArgs(id, &w.Executions[i]))
+		} else {
+			m.execs = append(m.execs, execArgs(id, &w.Executions[i]))
+		}
 	}
 	m.jobs = append(m.jobs, append(args, cur.Version, newPayload, newResult))
 	m.outs = append(m.outs, out)
@@ -226,6 +236,7 @@ func (s *Store) queueMulti(b *pgx.Batch, m *multiWrite) error {
 	// known here, as the server stores them (asStored), so that none is
 	// sent back and decoded.
 	outs, written := m.outs, m.written
+	b.Queue(pinPlans)
 	b.Queue(s.sql.updateMany, append(cols, int64(m.len()))...).QueryRow(func(row pgx.Row) error {
 		var ok int64
 		if err := row.Scan(&ok); err != nil {
@@ -248,7 +259,14 @@ func (s *Store) queueMulti(b *pgx.Batch, m *multiWrite) error {
 		if err != nil {
 			return err
 		}
-		b.Queue(s.sql.upsertExecs, cols...)
+		b.Queue(s.sql.insertExecs, cols...)
+	}
+	if len(m.known) > 0 {
+		cols, err := columns(m.known, execTypes)
+		if err != nil {
+			return err
+		}
+		b.Queue(s.sql.updateExecs, append(cols, int64(len(m.known)))...)
 	}
 	if len(m.effects) > 0 {
 		cols, err := columns(m.effects, effectTypes)
@@ -257,6 +275,7 @@ func (s *Store) queueMulti(b *pgx.Batch, m *multiWrite) error {
 		}
 		b.Queue(s.sql.insertEffects, cols...)
 	}
+	b.Queue(restorePlans)
 	if !s.opts.NoNotify {
 		for machine := range m.ready {
 			b.Queue(s.sql.notify, s.sql.channel, notifyPayload(machine))

@@ -480,10 +480,11 @@ type statements struct {
 	prune                                         string
 	lock, lockNowait, snapExecs, snapEffects      string
 	lockMany                                      string
-	updateMany, insertTransitions, upsertExecs    string
-	insertEffects                                 string
+	updateMany, insertTransitions                 string
+	insertExecs, updateExecs, insertEffects       string
 	keyLock, holder, insertJob, updateJob         string
-	insertTransition, upsertExec, insertEffect    string
+	insertTransition, insertExec, updateExec      string
+	insertEffect                                  string
 	takeKey, notify, claim, claimExecs, claimEffs string
 	list                                          string
 }
@@ -517,9 +518,10 @@ func newStatements(schema string) statements {
 	// A write returns the row without its payload and result, which are
 	// the ones written (or, unchanged, the ones read).
 	noBlobs := strings.Replace(jobColumns, "payload, result", "NULL::bytea, NULL::bytea", 1)
-	updateMany, insertTransitions, upsertExecs, insertEffects := multiStatements(r)
+	updateMany, insertTransitions, insertExecs, updateExecs, insertEffects := multiStatements(r)
 	return statements{
-		updateMany: updateMany, insertTransitions: insertTransitions, upsertExecs: upsertExecs, insertEffects: insertEffects,
+		updateMany: updateMany, insertTransitions: insertTransitions, insertEffects: insertEffects,
+		insertExecs: insertExecs, updateExecs: updateExecs,
 		channel:      channelName(schema),
 		get:          r.Replace(`SELECT {job} FROM {jobs} WHERE id = $1`),
 		exists:       r.Replace(`SELECT EXISTS (SELECT 1 FROM {jobs} WHERE id = $1)`),
@@ -568,13 +570,16 @@ SELECT c.* FROM c WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::te
  WHERE id = $1 AND version = $50 RETURNING 1)
 SELECT 1 / count(*) FROM u`),
 		insertTransition: r.Replace(`INSERT INTO {transitions} ({transition}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
-		upsertExec: r.Replace(`INSERT INTO {executions} (` + execColumns + `) VALUES (` + placeholders(1, 16) + `)
- ON CONFLICT (job_id, id) DO UPDATE SET attempt = EXCLUDED.attempt, owner = EXCLUDED.owner, status = EXCLUDED.status,
- lease_expires_at = EXCLUDED.lease_expires_at, lease_expires_ns = EXCLUDED.lease_expires_ns,
- heartbeat_at = EXCLUDED.heartbeat_at, heartbeat_ns = EXCLUDED.heartbeat_ns,
- claimed_at = EXCLUDED.claimed_at, claimed_ns = EXCLUDED.claimed_ns,
- started_at = EXCLUDED.started_at, started_ns = EXCLUDED.started_ns,
- finished_at = EXCLUDED.finished_at, finished_ns = EXCLUDED.finished_ns, error = EXCLUDED.error`),
+		// An execution the job had is updated (guarded as the job's
+		// update is), a new one inserted: a commit updates the row its
+		// claim inserted.
+		insertExec: r.Replace(`INSERT INTO {executions} ({exec}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`),
+		updateExec: r.Replace(`WITH u AS (UPDATE {executions} SET attempt = $3, owner = $4, status = $5,
+ lease_expires_at = $6, lease_expires_ns = $7, heartbeat_at = $8, heartbeat_ns = $9,
+ claimed_at = $10, claimed_ns = $11, started_at = $12, started_ns = $13,
+ finished_at = $14, finished_ns = $15, error = $16
+ WHERE job_id = $1 AND id = $2 RETURNING 1)
+SELECT 1 / count(*) FROM u`),
 		insertEffect: r.Replace(`INSERT INTO {effects} (job_id, {effect}) VALUES ($1, $2, $3, $4, $5, $6)`),
 		takeKey: r.Replace(`INSERT INTO {keys} (machine, key, job_id) VALUES ($1, $2, $3)
  ON CONFLICT (machine, key) DO UPDATE SET job_id = EXCLUDED.job_id`),

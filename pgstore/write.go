@@ -31,15 +31,23 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 			lockKey := fmt.Sprintf("jobstate.key:%d:%s:%d:%s:%s", len(s.schema), s.schema, len(machine), machine, key)
 			b := &pgx.Batch{}
 			b.Queue(s.sql.keyLock, lockKey)
+			b.Queue(pinPlans)
 			b.Queue(s.sql.holder, machine, key)
+			b.Queue(restorePlans)
 			br := tx.SendBatch(ctx, b)
 			_, err := br.Exec()
+			if err == nil {
+				_, err = br.Exec()
+			}
 			var jobs []jobstate.Job
 			if err == nil {
 				var rows pgx.Rows
 				if rows, err = br.Query(); err == nil {
 					jobs, err = scanJobs(rows)
 				}
+			}
+			if err == nil {
+				_, err = br.Exec()
 			}
 			if cerr := br.Close(); err == nil {
 				err = cerr
@@ -67,7 +75,7 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 			return nil, err
 		}
 		b := &pgx.Batch{}
-		if err := s.queueWrite(b, nil, w, &out); err != nil {
+		if err := s.queueWrite(b, nil, nil, w, &out); err != nil {
 			return nil, err
 		}
 		if key != "" {
@@ -133,7 +141,8 @@ func (s *Store) updateAlone(ctx context.Context, id uuid.UUID, fn jobstate.Updat
 // (the job of an Update, a claim's candidates, a group's jobs), then the
 // reads of their executions and effects, later statements of the same
 // batch, which therefore run once the locks are granted and see what the
-// previous holders committed.
+// previous holders committed. The three are planned without regard to
+// statistics (pinPlans, restorePlans).
 type snapshotQuery struct {
 	prefix         string // a statement sent first ("": none)
 	lock           string
@@ -150,9 +159,11 @@ func (s *Store) loadSnapshots(ctx context.Context, q querier, sq snapshotQuery) 
 	if sq.prefix != "" {
 		b.Queue(sq.prefix)
 	}
+	b.Queue(pinPlans)
 	b.Queue(sq.lock, sq.lockArgs...)
 	b.Queue(sq.execs, sq.readArgs...)
 	b.Queue(sq.effects, sq.readArgs...)
+	b.Queue(restorePlans)
 	br := q.SendBatch(ctx, b)
 	snaps, err := readSnapshots(br, sq.prefix != "")
 	if cerr := br.Close(); err == nil {
@@ -170,6 +181,9 @@ func readSnapshots(br pgx.BatchResults, prefix bool) ([]jobstate.Snapshot, error
 		if _, err := br.Exec(); err != nil {
 			return nil, err
 		}
+	}
+	if _, err := br.Exec(); err != nil { // pinPlans
+		return nil, err
 	}
 	rows, err := br.Query()
 	if err != nil {
@@ -200,18 +214,25 @@ func readSnapshots(br pgx.BatchResults, prefix bool) ([]jobstate.Snapshot, error
 	if rows, err = br.Query(); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	for rows.Next() {
 		var id uuid.UUID
 		e, err := scanEffect(rows, &id)
 		if err != nil {
+			rows.Close()
 			return nil, err
 		}
 		if i, ok := at[id]; ok {
 			snaps[i].Effects = append(snaps[i].Effects, e)
 		}
 	}
-	return snaps, rows.Err()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if _, err := br.Exec(); err != nil { // restorePlans
+		return nil, err
+	}
+	return snaps, nil
 }
 
 // callFn calls fn on the locked snapshot in tx and returns the batch that
@@ -247,19 +268,21 @@ func (s *Store) stage(snap *jobstate.Snapshot, w *jobstate.Write, out *jobstate.
 		return err
 	}
 	if many != nil {
-		ok, err := many.add(cur, w, out)
+		ok, err := many.add(cur, snap.Executions, w, out)
 		if err != nil || ok {
 			return err
 		}
 	}
-	return s.queueWrite(b, cur, w, out)
+	return s.queueWrite(b, cur, snap.Executions, w, out)
 }
 
 // queueWrite queues the statements of w on b: the job (inserted when cur
 // is nil, else updated under cur's version), its transitions, executions
-// and effects, and the notification of a job left ready. The job as
-// written is scanned into *out when the batch runs.
-func (s *Store) queueWrite(b *pgx.Batch, cur *jobstate.Job, w *jobstate.Write, out *jobstate.Job) error {
+// (inserted, or updated when known, the executions the job had, names
+// them) and effects, and the notification of a job left ready. The job as
+// written is scanned into *out when the batch runs. An update's
+// statements are planned without regard to statistics (pinPlans).
+func (s *Store) queueWrite(b *pgx.Batch, cur *jobstate.Job, known []jobstate.Execution, w *jobstate.Write, out *jobstate.Job) error {
 	args, err := jobArgs(&w.Job)
 	if err != nil {
 		return err
@@ -291,6 +314,7 @@ func (s *Store) queueWrite(b *pgx.Batch, cur *jobstate.Job, w *jobstate.Write, o
 		// the job was updated at the version read); the job as written
 		// is known here, as the server stores it.
 		written := asStored(w.Job)
+		b.Queue(pinPlans)
 		b.Queue(s.sql.updateJob, append(args, cur.Version, newPayload, newResult)...).QueryRow(func(row pgx.Row) error {
 			var updated int64
 			if err := row.Scan(&updated); err != nil {
@@ -305,15 +329,33 @@ func (s *Store) queueWrite(b *pgx.Batch, cur *jobstate.Job, w *jobstate.Write, o
 		b.Queue(s.sql.insertTransition, transitionArgs(id, &w.Transitions[i])...)
 	}
 	for i := range w.Executions {
-		b.Queue(s.sql.upsertExec, execArgs(id, &w.Executions[i])...)
+		x := &w.Executions[i]
+		if hasExec(known, x.ID) || hasExec(w.Executions[:i], x.ID) {
+			b.Queue(s.sql.updateExec, execArgs(id, x)...)
+		} else {
+			b.Queue(s.sql.insertExec, execArgs(id, x)...)
+		}
 	}
 	for i := range w.Effects {
 		b.Queue(s.sql.insertEffect, effectArgs(id, &w.Effects[i])...)
+	}
+	if cur != nil {
+		b.Queue(restorePlans)
 	}
 	if !s.opts.NoNotify && becameReady(cur, &w.Job) {
 		b.Queue(s.sql.notify, s.sql.channel, notifyPayload(w.Job.Machine))
 	}
 	return nil
+}
+
+// hasExec reports whether xs holds the execution id.
+func hasExec(xs []jobstate.Execution, id uuid.UUID) bool {
+	for i := range xs {
+		if xs[i].ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // unchangedBlobs leaves out of args (jobArgs of a write over cur) the
