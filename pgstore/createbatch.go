@@ -16,8 +16,9 @@ import (
 // called for i = 0 … n-1 inside it, with a context that carries the
 // transaction (Tx) as Create's function's does, so that creation effects
 // can write through it; then the jobs and their history go to the server
-// with COPY, their executions and effects (rare at creation) with
-// INSERTs, and the COMMIT. Either every job is created or,
+// with COPY (naming only the columns some job sets to another value than
+// the column's default), their executions and effects (rare at creation)
+// with INSERTs, and the COMMIT. Either every job is created or,
 // with an error, none is; fn's error is returned as it is.
 //
 // Each Write is a new job as a CreateFunc returns it: a new ID, Version
@@ -75,11 +76,13 @@ func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Cont
 			}
 			out = append(out, asStored(w.Job))
 		}
-		if _, err := tx.CopyFrom(context.WithoutCancel(ctx), pgx.Identifier{s.schema, "jobs"}, jobWriteNames, pgx.CopyFromRows(jobs)); err != nil {
+		cols, rows := copyColumns(jobWriteNames, jobDefaults, jobs)
+		if _, err := tx.CopyFrom(context.WithoutCancel(ctx), pgx.Identifier{s.schema, "jobs"}, cols, pgx.CopyFromRows(rows)); err != nil {
 			return nil, s.fail(ctx, "create batch", err)
 		}
 		if len(hist) > 0 {
-			if _, err := tx.CopyFrom(context.WithoutCancel(ctx), pgx.Identifier{s.schema, "transitions"}, transitionNames, pgx.CopyFromRows(hist)); err != nil {
+			cols, rows := copyColumns(transitionNames, transitionDefaults, hist)
+			if _, err := tx.CopyFrom(context.WithoutCancel(ctx), pgx.Identifier{s.schema, "transitions"}, cols, pgx.CopyFromRows(rows)); err != nil {
 				return nil, s.fail(ctx, "create batch", err)
 			}
 		}

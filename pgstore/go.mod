@@ -8,6 +8,7 @@ require (
 	github.com/jobstate/jobstate v0.0.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (
@@ -19,7 +20,6 @@ require (
 	golang.org/x/crypto v0.37.0 // indirect
 	golang.org/x/sync v0.13.0 // indirect
 	golang.org/x/text v0.24.0 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
 )
 
 replace github.com/jobstate/jobstate => ../
