@@ -49,6 +49,9 @@ type js struct {
 	eng   *jobstate.Engine
 	def   *jobstate.Definition
 	done  atomic.Int64
+	// worked counts the jobs the work section's runs finished, for the
+	// server's statement time per job (-statements).
+	worked int64
 }
 
 const jsSchema = "jobstate"
@@ -138,6 +141,32 @@ func (j *js) createTx(ctx context.Context, n, per int) error {
 	return nil
 }
 
+// createManyTx creates n jobs with Engine.CreateMany, per of them in
+// each transaction of the caller (pgstore.WithTx): one COPY of the jobs
+// and one of their history, in a savepoint of the caller's transaction.
+func (j *js) createManyTx(ctx context.Context, n, per int) error {
+	batch := make([]jobstate.NewJob, per)
+	for i := range batch {
+		batch[i] = jobstate.NewJob{Machine: machine}
+	}
+	for n > 0 {
+		k := min(n, per)
+		tx, err := j.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := j.eng.CreateMany(pgstore.WithTx(ctx, tx), batch[:k]); err != nil {
+			_ = tx.Rollback(ctx)
+			return err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
 func (j *js) createOne(ctx context.Context) error {
 	_, err := j.eng.Create(ctx, jobstate.NewJob{Machine: machine})
 	return err
@@ -187,6 +216,16 @@ func (j *js) work(ctx context.Context, workers, ahead, target int) (time.Duratio
 	cancel()
 	<-errc
 	return d, nil
+}
+
+// countWorked adds the jobs finished in the database to j.worked.
+func (j *js) countWorked(ctx context.Context) error {
+	var n int64
+	if err := j.pool.QueryRow(ctx, "SELECT count(*) FROM "+jsSchema+".jobs WHERE kind = 'terminal'").Scan(&n); err != nil {
+		return err
+	}
+	j.worked += n
+	return nil
 }
 
 // stallAfter is how long a run may go without a job done before it is

@@ -196,6 +196,13 @@ func run(ctx context.Context, c config) error {
 	checkpoint := func() error { _, err := admin.Exec(ctx, "CHECKPOINT"); return err }
 
 	if c.sections["work"] {
+		if c.statements {
+			// The statement times reported after this section are this
+			// section's.
+			if _, err := j.pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset()"); err != nil {
+				return err
+			}
+		}
 		rep.printf("## Jobs worked per second (no-op jobs, %d inserted before each run)\n\n", c.jobs)
 		rep.printf("| workers | jobs timed | jobstate jobs/s | river jobs/s | jobstate/river |\n|---:|---:|---:|---:|---:|\n")
 		for _, w := range c.workers {
@@ -223,6 +230,9 @@ func run(ctx context.Context, c config) error {
 						if d, err = j.work(ctx, w, c.ahead, target); err != nil {
 							return fmt.Errorf("jobstate: %w", err)
 						}
+						if err := j.countWorked(ctx); err != nil {
+							return err
+						}
 						jr = append(jr, float64(target)/d.Seconds())
 					} else {
 						if err := r.reset(ctx); err != nil {
@@ -240,6 +250,9 @@ func run(ctx context.Context, c config) error {
 						if d, err = r.work(ctx, w, target); err != nil {
 							return fmt.Errorf("river: %w", err)
 						}
+						if err := r.countWorked(ctx); err != nil {
+							return err
+						}
 						rr = append(rr, float64(target)/d.Seconds())
 					}
 					rep.logf(c.verbose, "work %s workers=%d run=%d: %d jobs in %v (%.0f/s)", lib, w, i, target, d.Round(time.Millisecond), float64(target)/d.Seconds())
@@ -248,6 +261,20 @@ func run(ctx context.Context, c config) error {
 			rep.printf("| %d | %d | %s | %s | %.2f |\n", w, target, spread(jr, "%.0f"), spread(rr, "%.0f"), median(jr)/median(rr))
 		}
 		rep.printf("\n")
+		if err := hotUpdates(ctx, rep, j.pool, r.pool); err != nil {
+			return err
+		}
+		if c.statements {
+			for _, lib := range []struct {
+				name string
+				pool *pgxpool.Pool
+				jobs int64
+			}{{"jobstate", j.pool, j.worked}, {"river", r.pool, r.worked}} {
+				if err := statementTimes(ctx, rep, lib.name, lib.pool, lib.jobs); err != nil {
+					return err
+				}
+			}
+		}
 	}
 
 	if c.sections["async"] {
@@ -379,6 +406,9 @@ func run(ctx context.Context, c config) error {
 			{fmt.Sprintf("batches of %d", c.batchPer), "Engine.Create ×" + strconv.Itoa(c.batchPer) + " in one transaction (WithTx)", "InsertMany", c.batchN,
 				func() error { return j.createTx(ctx, c.batchN, c.batchPer) },
 				func() error { return r.insertMany(ctx, c.batchN, c.batchPer) }},
+			{fmt.Sprintf("batches of %d in one transaction", c.batchPer), "Engine.CreateMany in the caller's transaction (WithTx)", "InsertMany", c.batchN,
+				func() error { return j.createManyTx(ctx, c.batchN, c.batchPer) },
+				func() error { return r.insertMany(ctx, c.batchN, c.batchPer) }},
 			{fmt.Sprintf("COPY, batches of %d", c.batchPer), "Engine.CreateMany (pgstore.CreateBatch)", "InsertManyFast", c.batchN,
 				func() error { return j.createBatch(ctx, c.batchN, c.batchPer) },
 				func() error { return r.insertFast(ctx, c.batchN, c.batchPer) }},
@@ -495,22 +525,6 @@ func run(ctx context.Context, c config) error {
 			rep.printf("| %s | %s ms | %s ms | %s ms |\n", lib, spread(p50, "%.2f"), spread(p99, "%.2f"), spread(mx, "%.1f"))
 		}
 		rep.printf("\n")
-	}
-	if c.statements {
-		if _, err := j.pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
-			return err
-		}
-		rows, err := j.pool.Query(ctx, `SELECT calls, round(total_exec_time)::bigint, round(mean_exec_time::numeric, 3)::text, left(regexp_replace(query, '\s+', ' ', 'g'), 90) FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25`)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var calls, total int64
-			var mean, q string
-			_ = rows.Scan(&calls, &total, &mean, &q)
-			fmt.Fprintf(os.Stderr, "%8d calls %7d ms total %8s ms mean  %s\n", calls, total, mean, q)
-		}
-		rows.Close()
 	}
 	if c.out != "" {
 		return os.WriteFile(c.out, []byte(rep.b.String()), 0o644)

@@ -36,6 +36,9 @@ type rv struct {
 	pool   *pgxpool.Pool
 	driver *riverpgxv5.Driver
 	ins    *river.Client[pgx.Tx] // an insert-only client
+	// worked counts the jobs the work section's runs finished, for the
+	// server's statement time per job (-statements).
+	worked int64
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -210,4 +213,14 @@ func (r *rv) notifyLatency(ctx context.Context, n int, pause, poll time.Duration
 		}
 	}
 	return out, nil
+}
+
+// countWorked adds the jobs finished in the database to r.worked.
+func (r *rv) countWorked(ctx context.Context) error {
+	var n int64
+	if err := r.pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE state = 'completed'").Scan(&n); err != nil {
+		return err
+	}
+	r.worked += n
+	return nil
 }
