@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jobstate/jobstate"
 )
@@ -211,7 +212,7 @@ func checkText(flagName, s string, limit int) error {
 	switch {
 	case len(s) > limit:
 		return usagef("--%s is %d bytes long, above the limit of %d", flagName, len(s), limit)
-	case !utf8Valid(s):
+	case !utf8.ValidString(s):
 		return usagef("--%s is not valid UTF-8", flagName)
 	case containsNUL(s):
 		return usagef("--%s holds a NUL character", flagName)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -103,8 +102,6 @@ func (a *app) parseAction(ctx context.Context, act action, args []string, now ti
 	}
 	return o, nil
 }
-
-func utf8Valid(s string) bool { return utf8.ValidString(s) }
 
 // actionCommand returns the command running act.
 func actionCommand(act action) func(a *app, ctx context.Context, args []string) error {

@@ -37,7 +37,7 @@ type database struct {
 	where  string // host:port, for messages
 }
 
-// check resolves the URL and checks the flags, sending nothing.
+// checkDB resolves the URL and checks the flags, sending nothing.
 func (a *app) checkDB(f dbFlags) (database, error) {
 	url := f.url
 	if url == "" {

@@ -28,7 +28,8 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.defs, "definitions", "a JSON definition file, or a directory of them (repeatable; default $JOBSTATE_DEFINITIONS)")
 }
 
-// check resolves the database and reads the definitions.
+// checkStore resolves the database and reads the definitions, sending
+// nothing.
 func (a *app) checkStore(f storeFlags) (database, []definitionFile, error) {
 	defs, err := loadDefinitions(a.definitionPaths(f.defs))
 	if err != nil {
