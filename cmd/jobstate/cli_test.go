@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -213,4 +214,35 @@ func Example_cancelNeedsAFilter() {
 	// Output:
 	// jobstate: cancel: name a job id, or select jobs with filters (--machine, --state, ...)
 	// exit 2
+}
+
+// The command as a process: its exit code and its one line on stderr.
+func TestProcessExitCodes(t *testing.T) {
+	for _, c := range []struct {
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{[]string{"validate", "testdata/queue.json"}, exitOK, `machine "queue" is valid`, ""},
+		{[]string{"validate", "testdata/bad.json"}, exitRefused, "has no outcome", "jobstate: validate: 1 of 1 file(s) are not valid definitions\n"},
+		{[]string{"list", "--nope"}, exitUsage, "", "jobstate: list: flag provided but not defined: -nope\n"},
+		{[]string{"get", "x", "--database-url", "postgres://u@" + closedPort(t) + "/db", "--connect-timeout", "2s"}, exitUsage, "", `jobstate: malformed job id "x"`},
+		{[]string{"counts", "--definitions", "testdata/queue.json", "--database-url", "postgres://u@" + closedPort(t) + "/db", "--connect-timeout", "2s"}, exitDatabase, "", "jobstate: cannot reach the database at 127.0.0.1:"},
+	} {
+		cmd := exec.Command(os.Args[0], c.args...)
+		cmd.Env = append(os.Environ(), envRunMain+"=1", "JOBSTATE_DATABASE_URL=", "JOBSTATE_DEFINITIONS=")
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != c.code || !strings.Contains(stdout.String(), c.stdout) || !strings.HasPrefix(stderr.String(), c.stderr) || strings.Count(stderr.String(), "\n") > 1 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", c.args, code, stdout.String(), stderr.String())
+		}
+	}
 }

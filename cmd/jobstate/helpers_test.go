@@ -15,7 +15,17 @@ import (
 	"github.com/jobstate/jobstate/pgstore/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// envRunMain, set to 1, makes the test binary run the command's main
+// instead of the tests, so that tests can run the command as a process.
+const envRunMain = "JOBSTATE_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envRunMain) == "1" {
+		main()
+		return
+	}
+	pgtest.Main(m)
+}
 
 // outcome is what one run of the command printed and returned.
 type outcome struct {
