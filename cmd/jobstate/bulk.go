@@ -32,7 +32,7 @@ func (a *app) parseAction(ctx context.Context, act action, args []string, now ti
 	var sf storeFlags
 	var ff filterFlags
 	sf.register(fs)
-	ff.register(fs)
+	ff.register(fs, false)
 	yes := fs.Bool("yes", false, "act; without it the command only prints what it would do")
 	verbose := fs.Bool("verbose", false, "with --yes, also print every job moved")
 	actor := fs.String("actor", "", "who the history records as making the move (default $USER@host)")
@@ -51,8 +51,6 @@ func (a *app) parseAction(ctx context.Context, act action, args []string, now ti
 		return o, usagef("%s: give a job id or filters, not both", act.name)
 	case len(pos) == 0 && !ff.set():
 		return o, usagef("%s: name a job id, or select jobs with filters (--machine, --state, ...)", act.name)
-	case ff.order != "created" || ff.desc:
-		return o, usagef("%s: --order and --desc do not apply: jobs are taken in creation order", act.name)
 	case o.page < 1 || o.page > jobstate.MaxListLimit:
 		return o, usagef("--page %d is outside 1..%d", o.page, jobstate.MaxListLimit)
 	case o.parallel < 1 || o.parallel > 32:

@@ -128,7 +128,7 @@ func TestBadInputIsOneLineAndAnExitCode(t *testing.T) {
 		{"id and filter", append([]string{"cancel", "0190f5e4-8c3b-7a6e-9d1f-2b4c6d8e0f12", "--machine", "queue", "--database-url", url}, defs...), exitUsage, "not both"},
 		{"neither id nor filter", append([]string{"redrive", "--yes", "--database-url", url}, defs...), exitUsage, "name a job id, or select jobs"},
 		{"action without definitions", []string{"cancel", "--machine", "queue", "--database-url", url}, exitUsage, "no definitions given"},
-		{"order on an action", append([]string{"retry", "--machine", "queue", "--order", "updated", "--database-url", url}, defs...), exitUsage, "--order and --desc do not apply"},
+		{"order on an action", append([]string{"retry", "--machine", "queue", "--order", "updated", "--database-url", url}, defs...), exitUsage, "flag provided but not defined: -order"},
 		{"actor with NUL", append([]string{"cancel", "--machine", "queue", "--actor", "a\x00b", "--database-url", url}, defs...), exitUsage, "--actor holds a NUL"},
 		{"bad parallel", append([]string{"cancel", "--machine", "queue", "--parallel", "0", "--database-url", url}, defs...), exitUsage, "--parallel 0"},
 		{"invalid definition", []string{"list", "--definitions", "testdata/bad.json", "--database-url", url}, exitUsage, "testdata/bad.json is not a valid definition"},

@@ -41,7 +41,10 @@ type filterFlags struct {
 	desc                       bool
 }
 
-func (f *filterFlags) register(fs *flag.FlagSet) {
+// register adds the filter flags to fs; withOrder adds --order and --desc
+// too (list: bulk actions take jobs in creation order).
+func (f *filterFlags) register(fs *flag.FlagSet, withOrder bool) {
+	f.order = "created"
 	fs.StringVar(&f.machine, "machine", "", "only jobs of this machine")
 	fs.Var(&f.states, "state", "only jobs in these states (comma-separated, repeatable)")
 	fs.Var(&f.kinds, "kind", "only jobs whose state has these kinds: initial, ready, active, waiting, terminal")
@@ -55,8 +58,10 @@ func (f *filterFlags) register(fs *flag.FlagSet) {
 		fs.StringVar(r.from, r.name+"-from", "", "only jobs "+r.name+" at or after this time (RFC 3339, or a duration ago such as 24h)")
 		fs.StringVar(r.to, r.name+"-to", "", "only jobs "+r.name+" before this time (RFC 3339, or a duration ago)")
 	}
-	fs.StringVar(&f.order, "order", "created", "sort by creation (created) or last update (updated) time")
-	fs.BoolVar(&f.desc, "desc", false, "newest first")
+	if withOrder {
+		fs.StringVar(&f.order, "order", "created", "sort by creation (created) or last update (updated) time")
+		fs.BoolVar(&f.desc, "desc", false, "newest first")
+	}
 }
 
 // set reports whether any filter is set (the order is no filter).

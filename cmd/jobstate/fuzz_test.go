@@ -174,7 +174,7 @@ func TestFilterFlagsRoundTrip(t *testing.T) {
 		a, _, _ := testApp(nil)
 		fs := a.newFlags("list", "")
 		var ff filterFlags
-		ff.register(fs)
+		ff.register(fs, true)
 		if _, err := parse(fs, args); err != nil {
 			t.Fatalf("%q: %v", args, err)
 		}

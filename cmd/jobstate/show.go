@@ -49,7 +49,7 @@ func (a *app) list(ctx context.Context, args []string) error {
 	var sf storeFlags
 	var ff filterFlags
 	sf.register(fs)
-	ff.register(fs)
+	ff.register(fs, true)
 	limit := fs.Int("limit", 50, fmt.Sprintf("jobs per page, 1 to %d", jobstate.MaxListLimit))
 	cursor := fs.String("cursor", "", "the page after this cursor (printed after each page)")
 	all := fs.Bool("all", false, "print every page")
