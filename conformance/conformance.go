@@ -158,6 +158,11 @@ type Step struct {
 	// which is opaque). It excludes Cursor.
 	CursorText string `json:"cursor_text,omitempty"`
 
+	// Definition, for redefine, is the machine's new definition (JSON form,
+	// the same name): the engine is made again with it, over the same
+	// store, clock and ids.
+	Definition json.RawMessage `json:"definition,omitempty"`
+
 	// SkipGet, set on a step naming a job of a machine with lazy expiry,
 	// makes the runner leave out the get it makes before such a step
 	// (docs/conformance.md §2.5): the operation's own lazy expiry then
@@ -296,7 +301,7 @@ var Ops = []string{
 	"create", "fire", "cancel", "get", "claim", "claim_job", "heartbeat",
 	"start", "commit", "finish", "succeed", "fail", "snooze", "advance",
 	"apply", "redrive", "sweep", "recover_worker", "clock", "history", "executions",
-	"list",
+	"list", "redefine",
 }
 
 func knownOp(op string) bool {

@@ -238,6 +238,19 @@ func (r *runner) do(s Step, target uuid.UUID, hasTarget bool) (result, *stepErro
 		if res.readHist {
 			res.history, res.err = eng.History(ctx, target)
 		}
+	case "redefine":
+		def, err := jobstate.ParseDefinition(s.Definition, NewRegistry())
+		if err != nil {
+			return res, &stepError{fmt.Sprintf("redefine: the definition does not load: %v", err)}
+		}
+		if def.Name() != r.def.Name() {
+			return res, &stepError{fmt.Sprintf("redefine: machine %q, want the vector's %q", def.Name(), r.def.Name())}
+		}
+		e, err := r.engine(def)
+		if err != nil {
+			return res, &stepError{fmt.Sprintf("redefine: %v", err)}
+		}
+		r.def, r.eng = def, e
 	case "list":
 		q, cursor, err := r.listQuery(s)
 		if err != nil {

@@ -84,28 +84,33 @@ func RunVector(t *testing.T, v Vector, newStore func(t *testing.T) jobstate.Stor
 		leases: make(map[string]jobstate.Lease),
 		pages:  make(map[string]string),
 		counts: &counts{},
+		seq:    new(atomic.Uint64),
 	}
 	r.ctx = context.WithValue(context.Background(), countsKey{}, r.counts)
-	var seq atomic.Uint64
-	draw := 0.5
+	r.draw = 0.5
 	if v.Draw != nil {
-		draw = *v.Draw
+		r.draw = *v.Draw
 	}
-	r.eng, err = jobstate.New(r.store,
-		jobstate.WithClock(r.clock),
-		jobstate.WithMachines(def),
-		jobstate.WithIDs(func() (uuid.UUID, error) { return sequentialID(seq.Add(1)), nil }),
-		jobstate.WithRandom(func() float64 { return draw }),
-		jobstate.WithObserver(func(_ context.Context, _ jobstate.Job, tr jobstate.Transition) {
-			r.observed = append(r.observed, [3]string{string(tr.From), string(tr.Event), string(tr.To)})
-		}),
-	)
-	if err != nil {
+	if r.eng, err = r.engine(def); err != nil {
 		t.Fatalf("engine: %v", err)
 	}
 	for i, s := range v.Steps {
 		r.step(i+1, s)
 	}
+}
+
+// engine makes the vector's engine running def, over the runner's store,
+// clock, ids and draw, with an observer that records what it is told.
+func (r *runner) engine(def *jobstate.Definition) (*jobstate.Engine, error) {
+	return jobstate.New(r.store,
+		jobstate.WithClock(r.clock),
+		jobstate.WithMachines(def),
+		jobstate.WithIDs(func() (uuid.UUID, error) { return sequentialID(r.seq.Add(1)), nil }),
+		jobstate.WithRandom(func() float64 { return r.draw }),
+		jobstate.WithObserver(func(_ context.Context, _ jobstate.Job, tr jobstate.Transition) {
+			r.observed = append(r.observed, [3]string{string(tr.From), string(tr.Event), string(tr.To)})
+		}),
+	)
 }
 
 // sequentialID is the n-th id of a vector's engine: a version 7 UUID whose
@@ -133,6 +138,8 @@ type runner struct {
 	// observed are the records the observers were told of during the
 	// current step.
 	observed [][3]string
+	seq      *atomic.Uint64 // the last id issued
+	draw     float64        // the random draw of backoff jitter
 }
 
 // result is what one operation gave.
