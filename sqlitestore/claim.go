@@ -1,0 +1,183 @@
+package sqlitestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/jobstate/jobstate"
+)
+
+// claimPage bounds how many candidates one read of the claim index
+// returns: twice the jobs still wanted, so that a ClaimNext whose first
+// candidate is taken reads two.
+const claimPage = 16
+
+// sqlCandidates reads the next page of a machine's due ready jobs in
+// claim order, after the cursor (?4 … ?9) when ?10 is set, from the
+// partial index jobs_claim, which is in that order: the jobs passed over
+// are those of a higher priority that are not due yet, and those the
+// function skipped. (Whether any job is due is asked first, from
+// jobs_ready_at: a claim with none reads no more.)
+const sqlCandidates = `SELECT id, priority, due_s, due_ns, created_s, created_ns FROM jobs INDEXED BY jobs_claim
+ WHERE kind = 2 AND machine = ?1
+ AND (not_before_s, not_before_ns) <= (?2, ?3)
+ AND (?10 = 0 OR priority < ?4 OR (priority = ?4 AND (due_s, due_ns, created_s, created_ns, id) > (?5, ?6, ?7, ?8, ?9)))
+ ORDER BY priority DESC, due_s, due_ns, created_s, created_ns, id
+ LIMIT ?11`
+
+// sqlAnyDue says whether a machine has a due ready job, from the partial
+// index jobs_ready_at.
+const sqlAnyDue = `SELECT EXISTS (SELECT 1 FROM jobs WHERE kind = 2 AND machine = ?1
+ AND (not_before_s, not_before_ns) <= (?2, ?3))`
+
+// claimKey is a job's place in claim order.
+type claimKey struct {
+	id                    []byte
+	priority              int64
+	dueS, dueNs, crS, crN int64
+}
+
+// ClaimNext implements jobstate.Store: one transaction on the writer
+// offering the candidates, read in claim order from the claim index a
+// page at a time, each re-read whole before it is offered.
+func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstate.UpdateFunc) (jobstate.Job, error) {
+	jobs, err := s.claim(ctx, q, 1, fn)
+	if err != nil {
+		return jobstate.Job{}, err
+	}
+	if len(jobs) == 0 {
+		return jobstate.Job{}, fmt.Errorf("%w: machine %q", jobstate.ErrNoJob, q.Machine)
+	}
+	return jobs[0], nil
+}
+
+// ClaimBatch implements jobstate.BatchClaimer: the candidates of
+// ClaimNext, offered in claim order until n are taken or none is left,
+// in one transaction: with an error, none is taken.
+func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn jobstate.UpdateFunc) ([]jobstate.Job, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("%w: batch of %d jobs", jobstate.ErrInvalidArgument, n)
+	}
+	return s.claim(ctx, q, n, fn)
+}
+
+// claim offers the candidates of q to fn, each once, until n were taken,
+// q.Limit were offered (all when q.Limit <= 0) or none is left, and
+// returns the jobs taken, in one write transaction.
+func (s *Store) claim(ctx context.Context, q jobstate.ClaimQuery, n int, fn jobstate.UpdateFunc) ([]jobstate.Job, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("%w: nil claim function", jobstate.ErrInvalidArgument)
+	}
+	if joinedTx(ctx) == nil {
+		// Whether there is anything to take is asked of a reader first:
+		// a worker polling an empty queue never holds up the writer.
+		due, err := s.anyDue(ctx, q)
+		if err != nil || !due {
+			return nil, err
+		}
+	}
+	var out []jobstate.Job
+	err := s.write(ctx, "claim", func(fctx context.Context, st *txState) error {
+		out = nil
+		offers := 0
+		var after *claimKey
+		for len(out) < n && (q.Limit <= 0 || offers < q.Limit) {
+			limit := min(claimPage, 2*(n-len(out)))
+			page, err := s.candidates(fctx, st, q, after, limit)
+			if err != nil {
+				return err
+			}
+			if len(page) == 0 {
+				return nil
+			}
+			for i := range page {
+				after = &page[i]
+				if len(out) == n || (q.Limit > 0 && offers == q.Limit) {
+					return nil
+				}
+				if err := fctx.Err(); err != nil {
+					return err
+				}
+				id, err := decID(page[i].id)
+				if err != nil {
+					return err
+				}
+				snap, err := loadSnapshot(fctx, s.tx(st), id)
+				if err != nil {
+					if errors.Is(err, jobstate.ErrNotFound) {
+						continue // pruned by a call the function made
+					}
+					return s.fail(fctx, "claim", err)
+				}
+				if !snap.Job.Due(q.Now) || snap.Job.Machine != q.Machine {
+					continue // moved by a call an earlier function made
+				}
+				offers++
+				job, err := s.runFn(fctx, st, &snap, fn)
+				switch {
+				case err == nil:
+					out = append(out, job)
+				case !errors.Is(err, jobstate.ErrSkip):
+					return err
+				}
+			}
+			if len(page) < limit {
+				return nil // the last page
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// candidates returns the next page of q's candidates after the cursor
+// (from the first when nil).
+func (s *Store) candidates(ctx context.Context, st *txState, q jobstate.ClaimQuery, after *claimKey, limit int) ([]claimKey, error) {
+	now, nowNs := encTime(q.Now)
+	var c claimKey
+	set := 0
+	if after != nil {
+		c, set = *after, 1
+	}
+	if c.id == nil {
+		c.id = idArg(uuid.Nil)
+	}
+	rows, err := s.tx(st).QueryContext(ctx, sqlCandidates, q.Machine, now, nowNs,
+		c.priority, c.dueS, c.dueNs, c.crS, c.crN, c.id, set, limit)
+	if err != nil {
+		return nil, s.fail(ctx, "claim", err)
+	}
+	defer rows.Close()
+	var out []claimKey
+	for rows.Next() {
+		var k claimKey
+		if err := rows.Scan(&k.id, &k.priority, &k.dueS, &k.dueNs, &k.crS, &k.crN); err != nil {
+			return nil, s.fail(ctx, "claim", err)
+		}
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail(ctx, "claim", err)
+	}
+	return out, nil
+}
+
+// anyDue reports whether q's machine has a due ready job, as a reader
+// sees the database.
+func (s *Store) anyDue(ctx context.Context, q jobstate.ClaimQuery) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	now, nowNs := encTime(q.Now)
+	var due bool
+	if err := (readQ{s}).QueryRowContext(ctx, sqlAnyDue, q.Machine, now, nowNs).Scan(&due); err != nil {
+		return false, s.fail(ctx, "claim", err)
+	}
+	return due, nil
+}
