@@ -195,6 +195,15 @@ func TestMainOnPostgreSQL(t *testing.T) {
 	assert.Equal(t, mem, pg)
 }
 
+// TestMainOnSQLite runs the demonstration on SQLite (a file in a
+// temporary directory) and checks that it prints what it prints on the
+// in-memory store.
+func TestMainOnSQLite(t *testing.T) {
+	mem, lite := exstore.OnSQLite(t, run)
+	checkDemonstration(t, lite)
+	assert.Equal(t, mem, lite)
+}
+
 // checkDemonstration checks the key lines of the demonstration's output.
 func checkDemonstration(t *testing.T, s string) {
 	t.Helper()

@@ -251,15 +251,27 @@ func TestMainOnPostgreSQL(t *testing.T) {
 	assert.Equal(t, strings.Replace(mem, "the in-memory store", "PostgreSQL", 1), pg)
 }
 
+// TestMainOnSQLite runs the demonstration on SQLite (a file in a
+// temporary directory) and checks that it prints what it prints on the
+// in-memory store.
+func TestMainOnSQLite(t *testing.T) {
+	mem, lite := exstore.OnSQLite(t, run)
+	checkTraces(t, lite)
+	assert.Equal(t, strings.Replace(mem, "the in-memory store", "SQLite", 1), lite)
+}
+
 // TestFlags checks that bad flags are refused with an error, not run.
 func TestFlags(t *testing.T) {
 	var stderr bytes.Buffer
-	_, err := exstore.Parse("docproc", []string{"-store", "sqlite"}, &stderr, nil)
+	_, err := exstore.Parse("docproc", []string{"-store", "mysql"}, &stderr, nil)
 	require.Error(t, err)
-	assert.Contains(t, stderr.String(), `-store "sqlite": want memory or postgres`)
+	assert.Contains(t, stderr.String(), `-store "mysql": want memory, postgres or sqlite`)
 	cfg, err := exstore.Parse("docproc", []string{"-store", "postgres", "-database-url", "postgres://x"}, &stderr, nil)
 	require.NoError(t, err)
 	assert.Equal(t, exstore.Config{Store: exstore.Postgres, DatabaseURL: "postgres://x"}, cfg)
+	cfg, err = exstore.Parse("docproc", []string{"-store", "sqlite", "-db", "/tmp/x.db"}, &stderr, nil)
+	require.NoError(t, err)
+	assert.Equal(t, exstore.Config{Store: exstore.SQLite, DB: "/tmp/x.db"}, cfg)
 }
 
 // checkTraces checks that out holds the four traces.

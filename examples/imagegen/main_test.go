@@ -253,6 +253,15 @@ func TestMainOnPostgreSQL(t *testing.T) {
 	assert.Equal(t, strings.Replace(mem, "the in-memory store", "PostgreSQL", 1), pg)
 }
 
+// TestMainOnSQLite runs the demonstration on SQLite (a file in a
+// temporary directory) and checks that it prints what it prints on the
+// in-memory store.
+func TestMainOnSQLite(t *testing.T) {
+	mem, lite := exstore.OnSQLite(t, run)
+	checkLifecycle(t, lite)
+	assert.Equal(t, strings.Replace(mem, "the in-memory store", "SQLite", 1), lite)
+}
+
 // checkLifecycle checks the lifecycle the demonstration printed.
 func checkLifecycle(t *testing.T, s string) {
 	t.Helper()

@@ -1,13 +1,20 @@
 // Package exstore opens the store the example programs run on: the
-// in-memory store (memstore), or PostgreSQL (pgstore) on the database a
-// flag or JOBSTATE_DATABASE_URL names, or, when neither names one, on a
+// in-memory store (memstore), PostgreSQL (pgstore) on the database a flag
+// or JOBSTATE_DATABASE_URL names, or, when neither names one, on a
 // throwaway cluster started for the run (pgtest.Start) and removed at
-// exit.
+// exit, or SQLite (sqlitestore) in a file of a temporary directory
+// removed at exit, or at the path a flag names, kept.
 //
-// Every example registers the same two flags:
+// Every example registers the same three flags:
 //
-//	-store memory|postgres    the store (default memory)
-//	-database-url URL         the PostgreSQL database (default $JOBSTATE_DATABASE_URL)
+//	-store memory|postgres|sqlite    the store (default memory)
+//	-database-url URL                the PostgreSQL database (default $JOBSTATE_DATABASE_URL)
+//	-db PATH                         the SQLite file (default: in a temporary directory)
+//
+// On SQLite each store a program asks for is a file of its own: PATH for
+// the first, and PATH with "-2", "-3", … before its extension for the
+// next ones. A file named by -db must not exist yet: the examples start
+// from empty stores.
 //
 // On PostgreSQL each store a program asks for lives in a schema of its
 // own, migrated with pgstore.Migrate, so that the example's runs do not
@@ -23,6 +30,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -33,37 +43,45 @@ import (
 	"github.com/jobstate/jobstate/memstore"
 	"github.com/jobstate/jobstate/pgstore"
 	"github.com/jobstate/jobstate/pgstore/pgtest"
+	"github.com/jobstate/jobstate/sqlitestore"
 )
 
 // The values of the -store flag.
 const (
 	Memory   = "memory"
 	Postgres = "postgres"
+	SQLite   = "sqlite"
 )
 
 // Config is what the flags say.
 type Config struct {
-	// Store is Memory or Postgres.
+	// Store is Memory, Postgres or SQLite.
 	Store string
 	// DatabaseURL is the PostgreSQL database; empty with Postgres starts
 	// a throwaway cluster.
 	DatabaseURL string
+	// DB is the SQLite file of the first store; empty with SQLite puts
+	// the files in a temporary directory, removed at exit.
+	DB string
 }
 
-// Register adds -store and -database-url to fs, filling c.
+// Register adds -store, -database-url and -db to fs, filling c.
 func (c *Config) Register(fs *flag.FlagSet) {
-	fs.StringVar(&c.Store, "store", Memory, "the store to run on: memory or postgres")
+	fs.StringVar(&c.Store, "store", Memory, "the store to run on: memory, postgres or sqlite")
 	fs.StringVar(&c.DatabaseURL, "database-url", os.Getenv(pgtest.EnvURL),
 		"the PostgreSQL database of -store postgres (default $"+pgtest.EnvURL+"; empty: start a throwaway cluster)")
+	fs.StringVar(&c.DB, "db", "",
+		"the SQLite file of -store sqlite, which must not exist yet (empty: a file in a temporary directory)")
 }
 
-// Validate reports a -store value that is neither memory nor postgres.
+// Validate reports a -store value that is not memory, postgres or
+// sqlite.
 func (c Config) Validate() error {
 	switch c.Store {
-	case Memory, Postgres:
+	case Memory, Postgres, SQLite:
 		return nil
 	default:
-		return fmt.Errorf("-store %q: want %s or %s", c.Store, Memory, Postgres)
+		return fmt.Errorf("-store %q: want %s, %s or %s", c.Store, Memory, Postgres, SQLite)
 	}
 }
 
@@ -140,10 +158,15 @@ type Backend struct {
 	cluster *pgtest.Cluster // a throwaway cluster started by Open, or nil
 	pool    *pgxpool.Pool
 
+	// SQLite: the first store's file, and the temporary directory Open
+	// made for it (removed by Close), or "".
+	dbPath, tmpDir string
+
 	mu      sync.Mutex
 	n       int
 	schemas []string
 	stores  []*pgstore.Store
+	files   []*sqlitestore.Store
 }
 
 // Open returns the backend c names: for PostgreSQL it connects (starting
@@ -153,7 +176,19 @@ func Open(ctx context.Context, c Config) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{kind: c.Store}
-	if c.Store == Memory {
+	switch c.Store {
+	case Memory:
+		return b, nil
+	case SQLite:
+		if c.DB != "" {
+			b.dbPath = c.DB
+			return b, nil
+		}
+		dir, err := os.MkdirTemp("", "jobstate-example-")
+		if err != nil {
+			return nil, fmt.Errorf("exstore: making a temporary directory: %w", err)
+		}
+		b.tmpDir, b.dbPath = dir, filepath.Join(dir, "jobs.db")
 		return b, nil
 	}
 	url := c.DatabaseURL
@@ -176,23 +211,29 @@ func Open(ctx context.Context, c Config) (*Backend, error) {
 	return b, nil
 }
 
-// Kind returns Memory or Postgres.
+// Kind returns Memory, Postgres or SQLite.
 func (b *Backend) Kind() string { return b.kind }
 
-// Describe names the store for a program's output: "the in-memory store"
-// or "PostgreSQL".
+// Describe names the store for a program's output: "the in-memory
+// store", "PostgreSQL" or "SQLite".
 func (b *Backend) Describe() string {
-	if b.kind == Memory {
+	switch b.kind {
+	case Memory:
 		return "the in-memory store"
+	case SQLite:
+		return "SQLite"
 	}
 	return "PostgreSQL"
 }
 
-// NewStore returns an empty store: a new memstore, or a pgstore in a new
-// schema of its own, migrated.
+// NewStore returns an empty store: a new memstore, a pgstore in a new
+// schema of its own, migrated, or a sqlitestore in a new file.
 func (b *Backend) NewStore(ctx context.Context) (jobstate.Store, error) {
-	if b.kind == Memory {
+	switch b.kind {
+	case Memory:
 		return memstore.New(), nil
+	case SQLite:
+		return b.newFile(ctx)
 	}
 	b.mu.Lock()
 	b.n++
@@ -213,12 +254,50 @@ func (b *Backend) NewStore(ctx context.Context) (jobstate.Store, error) {
 	return s, nil
 }
 
+// newFile returns a sqlitestore in the backend's next file, which must
+// not exist yet.
+func (b *Backend) newFile(ctx context.Context) (jobstate.Store, error) {
+	b.mu.Lock()
+	b.n++
+	path := b.dbPath
+	if b.n > 1 {
+		ext := filepath.Ext(path)
+		path = strings.TrimSuffix(path, ext) + "-" + strconv.Itoa(b.n) + ext
+	}
+	b.mu.Unlock()
+	if _, err := os.Stat(path); err == nil {
+		return nil, fmt.Errorf("exstore: %s exists: the examples start from an empty store", path)
+	}
+	s, err := sqlitestore.Open(ctx, path, sqlitestore.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("exstore: opening %s: %w", path, err)
+	}
+	b.mu.Lock()
+	b.files = append(b.files, s)
+	b.mu.Unlock()
+	return s, nil
+}
+
 // Close closes the stores, drops their schemas (on a database named by
-// URL; a throwaway cluster is removed whole) and stops the cluster Open
-// started.
+// URL; a throwaway cluster is removed whole), stops the cluster Open
+// started, and removes the temporary directory of SQLite's files.
 func (b *Backend) Close() error {
-	if b.kind == Memory {
+	switch b.kind {
+	case Memory:
 		return nil
+	case SQLite:
+		b.mu.Lock()
+		files := b.files
+		b.files = nil
+		b.mu.Unlock()
+		var errs []error
+		for _, s := range files {
+			errs = append(errs, s.Close())
+		}
+		if b.tmpDir != "" {
+			errs = append(errs, os.RemoveAll(b.tmpDir))
+		}
+		return errors.Join(errs...)
 	}
 	b.mu.Lock()
 	stores, schemas := b.stores, b.schemas

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"path/filepath"
 	"testing"
 
 	"github.com/jobstate/jobstate/pgstore/pgtest"
@@ -51,4 +52,13 @@ func OnBoth(t testing.TB, demo Demo) (mem, pg string) {
 	mem = Output(t, Config{Store: Memory}, demo)
 	pg = Output(t, Config{Store: Postgres, DatabaseURL: url}, demo)
 	return mem, pg
+}
+
+// OnSQLite runs demo on the in-memory store and on SQLite (files in t's
+// temporary directory) and returns what each run printed.
+func OnSQLite(t testing.TB, demo Demo) (mem, lite string) {
+	t.Helper()
+	mem = Output(t, Config{Store: Memory}, demo)
+	lite = Output(t, Config{Store: SQLite, DB: filepath.Join(t.TempDir(), "jobs.db")}, demo)
+	return mem, lite
 }
