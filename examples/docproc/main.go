@@ -4,9 +4,12 @@
 //
 //	go run ./examples/docproc
 //	go run ./examples/docproc -store postgres [-database-url URL]
+//	go run ./examples/docproc -store sqlite [-db PATH]
 //
 // With -store postgres and no -database-url (nor JOBSTATE_DATABASE_URL)
 // it starts a throwaway PostgreSQL cluster for the run.
+// With -store sqlite it runs on SQLite files in a temporary directory,
+// or at PATH (which must not exist yet) and beside it.
 //
 // The machine is the lifecycle's table (CREATED, QUEUED, RUNNING, RETRYING,
 // SUCCEEDED, FAILED); errors are classified by the lifecycle's lists of

@@ -17,9 +17,12 @@
 //
 //	go run ./examples/exactlyonce
 //	go run ./examples/exactlyonce -store postgres [-database-url URL]
+//	go run ./examples/exactlyonce -store sqlite [-db PATH]
 //
 // With -store postgres and no -database-url (nor JOBSTATE_DATABASE_URL)
-// it starts a throwaway PostgreSQL cluster for the run. Time is a manual
+// it starts a throwaway PostgreSQL cluster for the run.
+// With -store sqlite it runs on SQLite files in a temporary directory,
+// or at PATH (which must not exist yet) and beside it. Time is a manual
 // clock, so leases expire without waiting.
 //
 // The scenarios stage crashes, stalls and duplicate deliveries, so worker
