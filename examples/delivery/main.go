@@ -14,7 +14,9 @@
 // With -store postgres and no -database-url (nor JOBSTATE_DATABASE_URL)
 // it starts a throwaway PostgreSQL cluster for the run.
 // With -store sqlite it runs on SQLite files in a temporary directory,
-// or at PATH (which must not exist yet) and beside it. Time is a manual clock: transfers, heartbeats, backoffs and the TTL pass
+// or at PATH (which must not exist yet) and beside it.
+//
+// Time is a manual clock: transfers, heartbeats, backoffs and the TTL pass
 // without waiting.
 package main
 

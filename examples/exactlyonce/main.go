@@ -22,8 +22,9 @@
 // With -store postgres and no -database-url (nor JOBSTATE_DATABASE_URL)
 // it starts a throwaway PostgreSQL cluster for the run.
 // With -store sqlite it runs on SQLite files in a temporary directory,
-// or at PATH (which must not exist yet) and beside it. Time is a manual
-// clock, so leases expire without waiting.
+// or at PATH (which must not exist yet) and beside it.
+//
+// Time is a manual clock, so leases expire without waiting.
 //
 // The scenarios stage crashes, stalls and duplicate deliveries, so worker
 // A's steps (and, in scenario 1, each execution status in turn) are the

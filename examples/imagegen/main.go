@@ -12,10 +12,13 @@
 //
 //	go run ./examples/imagegen
 //	go run ./examples/imagegen -store postgres [-database-url URL]
+//	go run ./examples/imagegen -store sqlite [-db PATH]
 //
 // With -store postgres and no -database-url (nor JOBSTATE_DATABASE_URL)
 // it starts a throwaway PostgreSQL cluster for the run; the application
-// database stays in memory.
+// database stays in memory. With -store sqlite it runs on SQLite files in
+// a temporary directory, or at PATH (which must not exist yet) and beside
+// it.
 //
 // The files: machine.go declares the machine (states, table, policy,
 // guard and key); appdb.go is the application's own database, which the
