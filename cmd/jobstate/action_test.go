@@ -14,6 +14,7 @@ import (
 )
 
 func TestCancelOneJob(t *testing.T) {
+	t.Parallel()
 	d := newDB(t)
 	job := d.create(t, "queue", 1)[0]
 	ctx := context.Background()
@@ -51,6 +52,7 @@ func TestCancelOneJob(t *testing.T) {
 }
 
 func TestCancelOfAJobThatChangedIsRefused(t *testing.T) {
+	t.Parallel()
 	d := newDB(t)
 	job := d.create(t, "queue", 1)[0]
 	a, stdout, stderr := testApp(nil)
@@ -70,6 +72,7 @@ func TestCancelOfAJobThatChangedIsRefused(t *testing.T) {
 }
 
 func TestMovesThatNeedTheServicesCodeAreRefused(t *testing.T) {
+	t.Parallel()
 	d := newDB(t)
 	jobs := d.create(t, "payout", 2)
 	ctx := context.Background()
@@ -115,6 +118,7 @@ func TestPlaceholdersRefuseToRunCode(t *testing.T) {
 }
 
 func TestRetryAndRedrive(t *testing.T) {
+	t.Parallel()
 	d := newDB(t)
 	ctx := context.Background()
 	jobs := d.create(t, "queue", 6)
@@ -190,6 +194,7 @@ func TestRetryAndRedrive(t *testing.T) {
 }
 
 func TestBulkCancelOfTenThousandJobs(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("10,000 jobs")
 	}
@@ -225,7 +230,7 @@ func TestBulkCancelOfTenThousandJobs(t *testing.T) {
 		}
 	}
 	o := runOn(t, a, stdout, stderr, append([]string{"cancel", "--machine", "queue", "--state", "QUEUED", "--yes",
-		"--actor", "ops@example", "--reason", "bad deploy", "--page", "1000"}, d.flags...)...)
+		"--actor", "ops@example", "--reason", "bad deploy", "--page", "1000", "--parallel", "8"}, d.flags...)...)
 	o.wantCode(t, exitOK)
 	t.Logf("cancelled at %s", time.Since(start))
 	if !strings.Contains(o.stdout, "cancel: 9997 cancelled, 3 skipped, 0 failed, of 10000 selected") {
@@ -287,6 +292,7 @@ func tail(s string) string {
 }
 
 func TestInterruptStopsABulkActionWithItsCounts(t *testing.T) {
+	t.Parallel()
 	d := newDB(t)
 	d.create(t, "queue", 40)
 	ctx, cancel := context.WithCancel(context.Background())

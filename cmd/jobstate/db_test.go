@@ -14,6 +14,7 @@ import (
 )
 
 func TestMigrateUpAndStatus(t *testing.T) {
+	t.Parallel()
 	cluster, pool := pgtest.Shared(t)
 	schema := fmt.Sprintf("jobstate_cmd_migrate_%d", os.Getpid())
 	t.Cleanup(func() {
@@ -58,6 +59,7 @@ func TestMigrateUpAndStatus(t *testing.T) {
 }
 
 func TestListPagesThroughEveryJob(t *testing.T) {
+	t.Parallel()
 	d := newDB(t)
 	jobs := d.create(t, "queue", 25)
 	other := d.create(t, "payout", 3)
@@ -142,6 +144,7 @@ func TestListPagesThroughEveryJob(t *testing.T) {
 }
 
 func TestGetShowsHistoryExecutionsEffects(t *testing.T) {
+	t.Parallel()
 	d := newDB(t)
 	job := d.create(t, "queue", 1)[0]
 	failed := d.fail(t, job, true)
@@ -191,6 +194,7 @@ func TestGetShowsHistoryExecutionsEffects(t *testing.T) {
 }
 
 func TestCountsPerMachineAndState(t *testing.T) {
+	t.Parallel()
 	d := newDB(t)
 	jobs := d.create(t, "queue", 6)
 	d.create(t, "payout", 2)
