@@ -211,6 +211,7 @@ type Expect struct {
 	CompletedAt     *string `json:"completed_at,omitempty"`
 	LeaseExpiresAt  *string `json:"lease_expires_at,omitempty"`
 	HeartbeatAt     *string `json:"heartbeat_at,omitempty"`
+	Fingerprint     *string `json:"fingerprint,omitempty"`
 	LastError       *string `json:"last_error,omitempty"`
 	ErrorClass      *string `json:"error_class,omitempty"`
 	Committed       *string `json:"committed,omitempty"`

@@ -50,7 +50,8 @@ func needsJob(e Expect) bool {
 		e.NotBefore != nil || e.Deadline != nil || e.StartedAt != nil || e.CompletedAt != nil ||
 		e.LeaseExpiresAt != nil || e.LastError != nil || e.ErrorClass != nil || e.Committed != nil ||
 		e.Result != nil || e.EffectCount != nil || e.UpdatedAt != nil || e.WakeAt != nil ||
-		e.SweepFailures != nil || e.SweepRetryAt != nil || e.CancelRequested != nil || e.HeartbeatAt != nil
+		e.SweepFailures != nil || e.SweepRetryAt != nil || e.CancelRequested != nil || e.HeartbeatAt != nil ||
+		e.Fingerprint != nil
 }
 
 // checkJob compares the job's fields with the expectation.
@@ -108,6 +109,7 @@ func (r *runner) checkJob(e Expect, j *jobstate.Job, bad func(string, ...any)) *
 	tm("completed_at", e.CompletedAt, j.CompletedAt)
 	tm("lease_expires_at", e.LeaseExpiresAt, j.LeaseExpiresAt)
 	tm("heartbeat_at", e.HeartbeatAt, j.HeartbeatAt)
+	str("fingerprint", e.Fingerprint, j.Fingerprint)
 	str("last_error", e.LastError, j.LastError)
 	str("error_class", e.ErrorClass, string(j.ErrorClass))
 	if e.Committed != nil {

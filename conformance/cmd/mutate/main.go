@@ -116,8 +116,6 @@ var equivalent = []struct {
 		"code no vector reaches: Key is a client helper (vectors give keys literally), Final and Events serve Go callers, and a kind above terminal cannot be written in JSON", true},
 	{`^definition\.go:Definition\.stateIndex#(1|2) `,
 		"chooses between a linear scan and a map lookup, which give the same index", false},
-	{`^create\.go:Engine\.planCreate#\d+ && keeps its right side \| if nj\.Key != "" && fp == ""`,
-		"a fingerprint is compared only with the holder of a key (§4.18): a job created without a key is never compared, so a fingerprint computed for it cannot show", true},
 	{`^definition\.go:NewDefinition#\d+ != to == \| d\.ruleEffects = `,
 		"a flag that only decides whether Succeed prepares the commit-alone write to fall back on (§4.13), which a write with no rule effect never uses: setting it too often costs time, not behaviour", false},
 	{`^definition\.go:Definition\.Can#\d+ && keeps its right side`,
