@@ -134,6 +134,7 @@ type jobRow struct {
 	deadline, leaseExp, heartbeat, sweepRetry       pair
 	wake                                            sql.NullInt64
 	wakeNs                                          int64
+	due                                             pair // read by SELECT *, not returned
 }
 
 // pair is the scan target of one instant.
@@ -152,6 +153,10 @@ func (r *jobRow) dest() []any {
 		&r.cancelRequested, &r.wake, &r.wakeNs, &r.sweepFailures, &r.sweepRetry.s, &r.sweepRetry.ns,
 	}
 }
+
+// destAll is dest with the due time after it: every column of jobs, in
+// the table's order, for SELECT *.
+func (r *jobRow) destAll() []any { return append(r.dest(), &r.due.s, &r.due.ns) }
 
 func (r *jobRow) job() (jobstate.Job, error) {
 	id, err := decID(r.id)

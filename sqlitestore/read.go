@@ -82,7 +82,7 @@ func readOf[T any](s *Store, ctx context.Context, op string, id uuid.UUID, read 
 		return nil, s.fail(ctx, op, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read only: nothing to keep
-	return readIn(s, ctx, op, readTx{s, tx}, id, read)
+	return readIn(s, ctx, op, readTx{tx}, id, read)
 }
 
 func readIn[T any](s *Store, ctx context.Context, op string, q querier, id uuid.UUID, read func(context.Context, querier, uuid.UUID) ([]T, error)) ([]T, error) {
@@ -218,21 +218,12 @@ func (s *Store) Count(ctx context.Context, machine string) (map[jobstate.State]i
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 
 // readTx runs the queries of a read transaction.
-type readTx struct {
-	s  *Store
-	tx *sql.Tx
-}
+type readTx struct{ tx *sql.Tx }
 
 func (q readTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if p := q.s.rstmts[query]; p != nil {
-		return q.tx.StmtContext(ctx, p).QueryContext(ctx, args...)
-	}
 	return q.tx.QueryContext(ctx, query, args...)
 }
 
 func (q readTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if p := q.s.rstmts[query]; p != nil {
-		return q.tx.StmtContext(ctx, p).QueryRowContext(ctx, args...)
-	}
 	return q.tx.QueryRowContext(ctx, query, args...)
 }

@@ -104,8 +104,6 @@ type Store struct {
 	w    *sql.DB // the writer: one connection
 	r    *sql.DB // the readers
 	subs subscriptions
-	// The statements prepared on the writer and on the readers, by text.
-	wstmts, rstmts map[string]*sql.Stmt
 }
 
 var (
@@ -172,11 +170,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.r.SetMaxOpenConns(opts.readers())
 	s.r.SetMaxIdleConns(opts.readers())
 	s.r.SetConnMaxIdleTime(0)
-	if s.wstmts, err = prepare(ctx, s.w, writerStatements); err != nil {
-		s.Close()
-		return nil, s.fail(ctx, "open", err)
-	}
-	if s.rstmts, err = prepare(ctx, s.r, readerStatements); err != nil {
+	if err := s.r.PingContext(ctx); err != nil {
 		s.Close()
 		return nil, s.fail(ctx, "open", err)
 	}
@@ -198,8 +192,6 @@ func dsn(path, txlock string, pragmas []string) string {
 // Calls made after it fail.
 func (s *Store) Close() error {
 	s.subs.close()
-	closeAll(s.wstmts)
-	closeAll(s.rstmts)
 	var errs []error
 	if s.r != nil {
 		errs = append(errs, s.r.Close())

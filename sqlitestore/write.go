@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/google/uuid"
@@ -14,11 +15,14 @@ import (
 
 // The statements of the write path.
 var (
-	sqlGetJob     = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`
-	sqlGetExecs   = `SELECT ` + execColumns + ` FROM executions WHERE job_id = ? ORDER BY rowid`
-	sqlGetEffects = `SELECT ` + effectColumns + ` FROM effects WHERE job_id = ? ORDER BY rowid`
+	// The reads of a job, its executions and effects select every column
+	// (*: the tables' columns are in the order of jobWriteColumns,
+	// execColumns and effectColumns): the driver parses each statement
+	// every time it runs, and a short one parses faster.
+	sqlGetJob     = `SELECT * FROM jobs WHERE id = ?`
+	sqlGetExecs   = `SELECT * FROM executions WHERE job_id = ? ORDER BY rowid`
+	sqlGetEffects = `SELECT * FROM effects WHERE job_id = ? ORDER BY rowid`
 	sqlInsertJob  = `INSERT INTO jobs (` + jobWriteColumns + `) VALUES (` + placeholders(jobColumnCount) + `)`
-	sqlUpdateJob  = updateJobSQL()
 	sqlInsertTr   = `INSERT INTO transitions (` + transitionColumns + `) VALUES (` + placeholders(10) + `)`
 	sqlUpsertExec = `INSERT INTO executions (` + execColumns + `) VALUES (` + placeholders(16) + `)
  ON CONFLICT (job_id, id) DO UPDATE SET ` + excludedSet(execColumns, 2)
@@ -51,18 +55,6 @@ func excludedSet(list string, skip int) string {
 		cols[i] = c + " = excluded." + c
 	}
 	return strings.Join(cols, ", ")
-}
-
-// updateJobSQL is the UPDATE of every column of a job but its id, with
-// the arguments of jobArgs followed by nothing: the id is the first
-// argument, matched in the WHERE clause through ?1.
-func updateJobSQL() string {
-	cols := columnNames(jobWriteColumns)
-	sets := make([]string, 0, len(cols)-1)
-	for i, c := range cols[1:] {
-		sets = append(sets, fmt.Sprintf("%s = ?%d", c, i+2))
-	}
-	return `UPDATE jobs SET ` + strings.Join(sets, ", ") + ` WHERE id = ?1`
 }
 
 // Create implements jobstate.Store: one transaction (or a savepoint of
@@ -206,12 +198,17 @@ func (s *Store) apply(ctx context.Context, st *txState, cur *jobstate.Job, w *jo
 	if err != nil {
 		return err
 	}
-	stmt := sqlUpdateJob
-	if cur == nil {
-		stmt = sqlInsertJob
+	stmt := sqlInsertJob
+	if cur != nil {
+		stmt, args, err = updateOf(cur, args)
+		if err != nil {
+			return err
+		}
 	}
-	if _, err := s.tx(st).ExecContext(ctx, stmt, args...); err != nil {
-		return s.fail(ctx, op, err)
+	if stmt != "" {
+		if _, err := s.tx(st).ExecContext(ctx, stmt, args...); err != nil {
+			return s.fail(ctx, op, err)
+		}
 	}
 	id := w.Job.ID
 	for i := range w.Transitions {
@@ -235,6 +232,53 @@ func (s *Store) apply(ctx context.Context, st *txState, cur *jobstate.Job, w *jo
 	return nil
 }
 
+// updateOf returns the UPDATE of the columns of a job whose values in
+// args (jobArgs of the new version) differ from cur's, with its
+// arguments, or "" when none does. The driver parses every statement
+// each time it runs: a claim or a heartbeat changes a few columns, and
+// sets only those.
+func updateOf(cur *jobstate.Job, args []any) (string, []any, error) {
+	old, err := jobArgs(cur)
+	if err != nil {
+		return "", nil, err
+	}
+	cols := jobWriteNames
+	var b strings.Builder
+	out := []any{args[0]}
+	for i := 1; i < len(args); i++ {
+		if sameArg(old[i], args[i]) {
+			continue
+		}
+		if len(out) > 1 {
+			b.WriteString(", ")
+		}
+		out = append(out, args[i])
+		fmt.Fprintf(&b, "%s = ?%d", cols[i], len(out))
+	}
+	if len(out) == 1 {
+		return "", nil, nil
+	}
+	return "UPDATE jobs SET " + b.String() + " WHERE id = ?1", out, nil
+}
+
+// jobWriteNames are the names of jobWriteColumns.
+var jobWriteNames = columnNames(jobWriteColumns)
+
+// sameArg reports whether two values of jobArgs are the same.
+func sameArg(a, b any) bool {
+	switch x := a.(type) {
+	case []byte:
+		y, ok := b.([]byte)
+		return ok && (x == nil) == (y == nil) && string(x) == string(y)
+	case nil:
+		return b == nil
+	case float64:
+		y, ok := b.(float64)
+		return ok && math.Float64bits(x) == math.Float64bits(y)
+	}
+	return a == b
+}
+
 // becameReady reports whether a write may have made a job claimable: it
 // leaves the job ready, and it was not ready before, or its state or
 // not-before time changed.
@@ -248,7 +292,7 @@ func becameReady(cur, next *jobstate.Job) bool {
 // getJob reads job id through q, or returns jobstate.ErrNotFound.
 func getJob(ctx context.Context, q querier, id uuid.UUID) (jobstate.Job, error) {
 	var r jobRow
-	err := q.QueryRowContext(ctx, sqlGetJob, idArg(id)).Scan(r.dest()...)
+	err := q.QueryRowContext(ctx, sqlGetJob, idArg(id)).Scan(r.destAll()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return jobstate.Job{}, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
 	}
