@@ -7,6 +7,7 @@ require (
 	github.com/jobstate/jobstate v0.0.0
 	github.com/stretchr/testify v1.12.1
 	modernc.org/sqlite v1.38.2
+	pgregory.net/rapid v1.3.0
 )
 
 require (
@@ -20,7 +21,6 @@ require (
 	modernc.org/libc v1.66.3 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.11.0 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
 )
 
 replace github.com/jobstate/jobstate => ../
