@@ -15,8 +15,8 @@ import (
 // UPDATE of every job from arrays, one INSERT of every transition, one
 // INSERT of every new execution, one UPDATE of every execution the jobs
 // had and one INSERT of every effect, instead of three or more statements
-// per job; the updates planned without regard to statistics (pinPlans). The server's cost per statement is
-// most of the cost of a small write.
+// per job, the updates planned without regard to statistics (pinPlans).
+// The server's cost per statement is most of the cost of a small write.
 
 // SQL types of jobWriteColumns, in order.
 var jobWriteTypes = []string{
