@@ -290,11 +290,14 @@ func (s *Store) insert(w *jobstate.Write, k keyID) (jobstate.Job, error) {
 		s.peakKeys = max(s.peakKeys, len(s.keys))
 	}
 	s.reindex(e, nil, &e.job)
+	// Once mu is released a claim may change the entry: what is returned
+	// is copied before.
+	j := e.job
 	s.mu.Unlock()
-	if becameReady(nil, &e.job) {
-		s.signal(e.job.Machine)
+	if becameReady(nil, &j) {
+		s.signal(j.Machine)
 	}
-	return e.job, nil
+	return j, nil
 }
 
 // Update implements jobstate.Store.

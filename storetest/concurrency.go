@@ -22,6 +22,7 @@ func RunConcurrency(t *testing.T, newStore NewStore) {
 	t.Run("CreatesSerializePerKey", func(t *testing.T) { testCreatesSerialize(t, newStore(t)) })
 	t.Run("ClaimNextTakesEachJobOnce", func(t *testing.T) { testClaimOnce(t, newStore(t)) })
 	t.Run("ReadsDoNotWaitForUpdates", func(t *testing.T) { testReadsDoNotWait(t, newStore(t)) })
+	t.Run("CreateReturnsTheJobAsCreated", func(t *testing.T) { testCreateReturnsCreated(t, newStore(t)) })
 }
 
 const workers = 8
@@ -124,6 +125,40 @@ func testClaimOnce(t *testing.T, s jobstate.Store) {
 	for id, n := range claimed {
 		assert.Equal(t, 1, n, "job %s claimed %d times", id, n)
 	}
+}
+
+// testCreateReturnsCreated creates jobs while other goroutines claim them
+// as soon as they are stored: each Create returns the job as it created
+// it, never a version a claim wrote meanwhile (and, under -race, reads
+// nothing a claim is writing).
+func testCreateReturnsCreated(t *testing.T, s jobstate.Store) {
+	const jobs = 300
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				_, err := s.ClaimNext(ctx, jobstate.ClaimQuery{Machine: "m", Now: Epoch.Add(time.Hour)}, func(_ context.Context, cur jobstate.Snapshot) (jobstate.Write, error) {
+					return next(cur.Job, "r", jobstate.KindActive), nil
+				})
+				if err != nil && !errors.Is(err, jobstate.ErrNoJob) && ctx.Err() == nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < jobs; i++ {
+		j := mkJob(Epoch.Add(time.Duration(i)))
+		got := insert(t, s, j)
+		if got.Version != j.Version || got.State != j.State {
+			t.Errorf("Create returned version %d in %q, want the created version %d in %q", got.Version, got.State, j.Version, j.State)
+		}
+	}
+	cancel()
+	wg.Wait()
 }
 
 func testReadsDoNotWait(t *testing.T, s jobstate.Store) {
