@@ -40,6 +40,7 @@ type config struct {
 	name        string
 	named       bool
 	routes      []*route
+	periodics   []*periodic
 	concurrency int
 	ahead       int
 	aheadSet    bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jobstate/jobstate"
@@ -18,7 +19,9 @@ import (
 // sweeps once. Then it claims due jobs of its machines in batches sized to
 // the free slots (Engine.ClaimMany), whenever the store signals a job may
 // be claimable (jobstate.Notifier), when a slot frees while more jobs may
-// be due, and every poll interval; and it sweeps every sweep interval.
+// be due, and every poll interval; it sweeps every sweep interval; and it
+// creates the jobs of the schedules given with Periodic as their periods
+// start.
 // A worker with nothing to do waits on its timers: it does not spin.
 //
 // Shutdown: the first stop signal (ctx ending, or Stop, or Shutdown)
@@ -59,9 +62,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	notify := w.subscribe(subCtx)
 	swept := make(chan struct{})
 	go w.sweeper(subCtx, swept)
+	var scheduling sync.WaitGroup
+	for _, pj := range w.periodics {
+		scheduling.Add(1)
+		go func() {
+			defer scheduling.Done()
+			w.scheduler(subCtx, pj)
+		}()
+	}
 	w.loop(notify)
 	cancel()
 	<-swept
+	scheduling.Wait()
 	w.shutdown()
 	w.logf(w.base, slog.LevelInfo, "worker stopped")
 	return nil
@@ -210,6 +222,9 @@ func (w *Worker) loop(notify <-chan struct{}) {
 func (w *Worker) claimRound(ctx context.Context) (more bool) {
 	w.starved.Store(false)
 	n := len(w.routes)
+	if n == 0 {
+		return false // a runtime that only creates periodic jobs
+	}
 	first := w.rr
 	w.rr = (w.rr + 1) % n
 	// One wait for freed slots per round, shared by its machines.

@@ -25,13 +25,15 @@ type Worker struct {
 	name   string
 	named  bool
 	routes []*route
-	limit  int
-	log    *slog.Logger
-	clock  Clock
-	poll   time.Duration
-	sweep  time.Duration
-	grace  time.Duration
-	jitter float64
+	// periodics are the schedules whose jobs Run creates (periodic.go).
+	periodics []*periodic
+	limit     int
+	log       *slog.Logger
+	clock     Clock
+	poll      time.Duration
+	sweep     time.Duration
+	grace     time.Duration
+	jitter    float64
 
 	// running counts the slots taken overall (one per handler goroutine).
 	running atomic.Int64
@@ -159,8 +161,12 @@ func New(eng *jobstate.Engine, opts ...Option) (*Worker, error) {
 		for _, r := range c.routes {
 			c.validateRoute(eng, r, seen)
 		}
+		names := make(map[string]bool)
+		for _, pj := range c.periodics {
+			c.validatePeriodic(eng, pj, names)
+		}
 	}
-	if len(c.routes) == 0 {
+	if len(c.routes) == 0 && len(c.periodics) == 0 {
 		c.problem("no handler: register one per machine with worker.Handle")
 	}
 	if len(c.problems) > 0 {
@@ -186,7 +192,7 @@ func New(eng *jobstate.Engine, opts ...Option) (*Worker, error) {
 	_, batch := eng.Store().(jobstate.BatchClaimer)
 	log := logger.With(slog.String("worker", c.name))
 	return &Worker{
-		eng: eng, batch: batch, name: c.name, named: c.named, routes: c.routes, limit: c.concurrency,
+		eng: eng, batch: batch, name: c.name, named: c.named, routes: c.routes, periodics: c.periodics, limit: c.concurrency,
 		log: log, clock: c.clock,
 		poll: c.poll, sweep: c.sweep, grace: c.grace, jitter: c.jitter,
 		wake: make(chan struct{}, 1), tasks: make(map[*Task]struct{}), budget: -1,
