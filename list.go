@@ -1,12 +1,13 @@
 package jobstate
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -134,24 +135,27 @@ func (q *ListQuery) validate() error {
 
 // fingerprint identifies the query's filters and order, so that a cursor
 // is not used with another query.
+// asSet returns the distinct values of xs, sorted.
+func asSet[T cmp.Ordered](xs []T) []T {
+	out := slices.Clone(xs)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 func (q *ListQuery) fingerprint() [8]byte {
 	var b strings.Builder
 	str := func(s string) { fmt.Fprintf(&b, "%d:%s;", len(s), s) }
 	tm := func(t time.Time) { fmt.Fprintf(&b, "%d.%d;", t.Unix(), t.Nanosecond()) }
 	str(q.Machine)
-	states := make([]string, len(q.States))
-	for i, s := range q.States {
-		states[i] = string(s)
-	}
-	sort.Strings(states)
-	for _, s := range states {
-		str(s)
+	// States, kinds and outcomes are sets: each is written sorted, once.
+	for _, s := range asSet(q.States) {
+		str(string(s))
 	}
 	b.WriteString("|")
-	for _, k := range q.Kinds {
+	for _, k := range asSet(q.Kinds) {
 		fmt.Fprintf(&b, "%d;", k)
 	}
-	for _, o := range q.Outcomes {
+	for _, o := range asSet(q.Outcomes) {
 		str(string(o))
 	}
 	str(q.Owner)
