@@ -24,10 +24,10 @@ func TestListCursorFiltersAreSets(t *testing.T) {
 		require.NoError(t, err)
 	}
 	first := jobstate.ListQuery{
-		Machine:  "queue",
-		States:   []jobstate.State{m.Created, m.Queued},
-		Kinds:    []jobstate.Kind{jobstate.KindInitial, jobstate.KindReady},
-		Limit:    1,
+		Machine: "queue",
+		States:  []jobstate.State{m.Created, m.Queued},
+		Kinds:   []jobstate.Kind{jobstate.KindInitial, jobstate.KindReady},
+		Limit:   1,
 	}
 	page, err := e.List(ctx, first, "")
 	require.NoError(t, err)
