@@ -58,7 +58,9 @@ func (c *Clock) Set(t time.Time) {
 	c.fire()
 }
 
-// fire fires the due timers and unlocks c.
+// fire fires the due timers and unlocks c. Timers fire while c is locked
+// (a send never blocks; a function starts in a goroutine), so a timer
+// Reset or Stopped after fire returns holds no stale reading.
 func (c *Clock) fire() time.Time {
 	now := c.now
 	var due []*timer
@@ -76,11 +78,11 @@ func (c *Clock) fire() time.Time {
 	if len(due) > 0 {
 		c.signal()
 	}
-	c.mu.Unlock()
 	slices.SortStableFunc(due, func(a, b *timer) int { return a.at.Compare(b.at) })
 	for _, t := range due {
 		t.send(now)
 	}
+	c.mu.Unlock()
 	return now
 }
 
@@ -181,6 +183,8 @@ type timer struct {
 
 func (t *timer) C() <-chan time.Time { return t.ch }
 
+// send fires t: a channel timer gets now unless a reading is waiting
+// already; a function starts in a goroutine of its own. It never blocks.
 func (t *timer) send(now time.Time) {
 	if t.f != nil {
 		go t.f()
@@ -204,9 +208,8 @@ func (t *timer) Reset(d time.Duration) {
 	}
 	t.remove()
 	if d <= 0 {
-		now := c.now
+		t.send(c.now)
 		c.mu.Unlock()
-		t.send(now)
 		return
 	}
 	t.at, t.armed = c.now.Add(d), true

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -148,11 +149,11 @@ func TestPeriodicJobsRun(t *testing.T) {
 	clk := jobstatetest.NewClock(jobstatetest.Epoch)
 	eng, err := jobstate.New(memstore.New(), jobstate.WithMachines(def), jobstate.WithClock(clk))
 	require.NoError(t, err)
-	ran := make(chan time.Time, 10)
+	ran := make(chan jobstate.Job, 10)
 	w, err := worker.New(eng, worker.WithClock(clk), worker.WithJitter(0),
 		worker.WithPollInterval(time.Hour), worker.WithSweepInterval(time.Hour),
 		worker.Handle("tick", worker.HandlerFunc(func(ctx context.Context, task *worker.Task) (jobstate.CommitInput, error) {
-			ran <- task.Job().NotBefore
+			ran <- task.Job()
 			return jobstate.CommitInput{}, nil
 		}), 1),
 		worker.Periodic("tick", "tick", worker.Every(time.Hour)))
@@ -165,8 +166,12 @@ func TestPeriodicJobsRun(t *testing.T) {
 		next := worker.Every(time.Hour).Next(clk.Now())
 		clk.Set(next)
 		select {
-		case at := <-ran:
-			assert.True(t, at.Equal(next), "ran the job of %v, want %v", at, next)
+		case j := <-ran:
+			assert.True(t, j.NotBefore.Equal(next), "ran the job of %v, want %v", j.NotBefore, next)
+			// The next period starts only once this job's success is
+			// recorded: a clock moved during the commit would expire its
+			// lease.
+			waitTerminal(t, eng, j.ID)
 		case <-time.After(30 * time.Second):
 			t.Fatal("the period's job did not run")
 		}
@@ -203,4 +208,21 @@ func TestPeriodicRefusals(t *testing.T) {
 	assert.Error(t, err, "a name used twice")
 	_, err = worker.New(eng, worker.Periodic("a", "long", worker.Every(time.Minute)))
 	assert.NoError(t, err, "keys held for two periods")
+}
+
+// waitTerminal waits, on the wall clock, until job id is terminal.
+func waitTerminal(t *testing.T, eng *jobstate.Engine, id uuid.UUID) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		j, err := eng.Get(context.Background(), id)
+		require.NoError(t, err)
+		if j.Terminal() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %v not terminal: %s", id, j.State)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
