@@ -15,8 +15,8 @@ import (
 // that its tens of thousands of transactions take seconds, not minutes.
 // TestConformanceFull runs the contract's clauses with the default, FULL.
 //
-// Under the race detector, which slows the pure-Go SQLite down several
-// times, the stress test and the nested keyed creations run 2,000 jobs
+// Under the race detector, which slows the store's and the engine's code
+// down several times, the stress test and the nested keyed creations run 2,000 jobs
 // and keys instead of 10,000.
 func TestConformance(t *testing.T) {
 	var opts []storetest.Option

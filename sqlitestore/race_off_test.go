@@ -2,6 +2,6 @@
 
 package sqlitestore_test
 
-// raceEnabled: the tests run under the race detector, which makes the
-// pure-Go SQLite several times slower.
+// raceEnabled reports whether the tests run under the race detector,
+// which makes them several times slower.
 const raceEnabled = false

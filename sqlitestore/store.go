@@ -29,8 +29,8 @@ type Options struct {
 	// Synchronous is SQLite's synchronous setting: "FULL" (the default)
 	// makes every committed write survive a power loss or an operating
 	// system crash; "NORMAL" keeps every committed write across a crash of
-	// the process, but may lose the last ones to a power loss, and
-	// commits several times faster. The database is never corrupted
+	// the process, but may lose the last ones to a power loss, and a
+	// commit does not wait for the disk. The database is never corrupted
 	// either way.
 	Synchronous string
 	// MaxPageCount, when above 0, bounds the database file to that many

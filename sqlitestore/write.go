@@ -18,7 +18,7 @@ var (
 	// The reads of a job, its executions and effects select every column
 	// (*: the tables' columns are in the order of jobWriteColumns,
 	// execColumns and effectColumns): the driver parses each statement
-	// every time it runs, and a short one parses faster.
+	// every time it runs, and a short one is less to parse.
 	sqlGetJob     = `SELECT * FROM jobs WHERE id = ?`
 	sqlGetExecs   = `SELECT * FROM executions WHERE job_id = ? ORDER BY rowid`
 	sqlGetEffects = `SELECT * FROM effects WHERE job_id = ? ORDER BY rowid`
