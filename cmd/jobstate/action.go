@@ -73,8 +73,15 @@ func redriveRefusal(def *jobstate.Definition, job jobstate.Job) string {
 	return ""
 }
 
-// failureOutcomes are the outcomes retry runs again.
-var failureOutcomes = []jobstate.Outcome{jobstate.OutcomeFailed, jobstate.OutcomeDeadLettered, jobstate.OutcomeExpired}
+// isFailure reports whether o is an outcome retry runs again: failed,
+// dead-lettered or expired.
+func isFailure(o jobstate.Outcome) bool {
+	switch o {
+	case jobstate.OutcomeFailed, jobstate.OutcomeDeadLettered, jobstate.OutcomeExpired:
+		return true
+	}
+	return false
+}
 
 // retryAction runs a job that failed again: a redrive restricted to jobs
 // whose outcome is a failure. A job still waiting for its retry is not
@@ -88,11 +95,7 @@ var retryAction = action{
 		case !job.Terminal():
 			return fmt.Sprintf("it has not failed (state %s, %s): retry runs failed jobs again", job.State, job.Kind)
 		}
-		failed := false
-		for _, o := range failureOutcomes {
-			failed = failed || job.Outcome == o
-		}
-		if !failed {
+		if !isFailure(job.Outcome) {
 			return fmt.Sprintf("its outcome %s is not a failure: retry runs failed, dead-lettered or expired jobs again (redrive runs any job its machine redrives)", job.Outcome)
 		}
 		return redriveRefusal(def, job)
