@@ -96,7 +96,14 @@ type periodic struct {
 // one job: the first creation makes it, the others find it. The job's
 // NotBefore is the period's start.
 //
-// New refuses a schedule whose machine is not registered, cannot be
+// New refuses a schedule whose Next does not advance: it samples the
+// schedule from the engine's clock (Next of Engine.Now, then the next
+// periods) and reports a *ConfigError when a start is not after the time
+// it was computed from. Should Next fail to advance later, while the
+// runtime runs, the runtime logs an error and stops that schedule; its
+// other schedules and its handlers go on.
+//
+// New also refuses a schedule whose machine is not registered, cannot be
 // created, or could lose the key before the schedule's next period: the
 // machine's Policy.Idempotency must release the key in no state and hold
 // it (Retention) either for the job's life (zero) or for at least two of
@@ -125,8 +132,8 @@ func PeriodKey(name string, start time.Time) string {
 	return jobstate.Key("periodic", name, start.UTC().Format(time.RFC3339Nano))
 }
 
-// gapSamples is how many periods validatePeriodic looks at to find a
-// schedule's longest gap.
+// gapSamples is how many periods validatePeriodic looks at to check that
+// a schedule advances and to find its longest gap.
 const gapSamples = 64
 
 // validatePeriodic reports what makes pj unusable with eng.
@@ -152,6 +159,12 @@ func (c *config) validatePeriodic(eng *jobstate.Engine, pj *periodic, seen map[s
 		c.problem("periodic %q: interval %s is not positive", pj.name, time.Duration(e))
 		return
 	}
+	gap, stuck := sampleSchedule(pj.schedule, eng.Now())
+	if stuck != nil {
+		c.problem("periodic %q: the schedule does not advance: Next(%s) = %s", pj.name,
+			stuck.from.Format(time.RFC3339Nano), stuck.next.Format(time.RFC3339Nano))
+		return
+	}
 	def, ok := eng.Machine(pj.machine)
 	if !ok {
 		c.problem("periodic %q: machine %q is not registered", pj.name, pj.machine)
@@ -161,28 +174,36 @@ func (c *config) validatePeriodic(eng *jobstate.Engine, pj *periodic, seen map[s
 	if len(pol.ReleaseIn) > 0 {
 		c.problem("periodic %q: machine %q releases idempotency keys in states %v, so a period could get a second job", pj.name, pj.machine, pol.ReleaseIn)
 	}
-	if pol.Retention > 0 {
-		gap := longestGap(pj.schedule, eng.Now())
-		if gap == 0 || pol.Retention < 2*gap {
-			c.problem("periodic %q: machine %q holds idempotency keys for %s, less than two of the schedule's periods (%s)", pj.name, pj.machine, pol.Retention, gap)
-		}
+	if pol.Retention > 0 && (gap == 0 || pol.Retention < 2*gap) {
+		c.problem("periodic %q: machine %q holds idempotency keys for %s, less than two of the schedule's periods (%s)", pj.name, pj.machine, pol.Retention, gap)
 	}
 }
 
-// longestGap returns the longest time between period starts among the
-// next gapSamples periods of s after now, or zero when s has fewer.
-func longestGap(s Schedule, now time.Time) time.Duration {
+// stall is a step where a schedule failed to advance: Next(from) = next,
+// a non-zero time not after from.
+type stall struct{ from, next time.Time }
+
+// sampleSchedule computes Next of now, then of each start, for up to
+// gapSamples periods. It returns the longest gap between consecutive
+// starts (zero when s ends within them), or the first step that did not
+// advance.
+func sampleSchedule(s Schedule, now time.Time) (time.Duration, *stall) {
 	var gap time.Duration
-	t := s.Next(now)
-	for i := 0; i < gapSamples && !t.IsZero(); i++ {
-		n := s.Next(t)
-		if n.IsZero() || !n.After(t) {
-			return 0
+	from := now
+	for i := 0; i <= gapSamples; i++ {
+		next := s.Next(from)
+		if next.IsZero() {
+			return 0, nil
 		}
-		gap = max(gap, n.Sub(t))
-		t = n
+		if !next.After(from) {
+			return 0, &stall{from: from, next: next}
+		}
+		if i > 0 {
+			gap = max(gap, next.Sub(from))
+		}
+		from = next
 	}
-	return gap
+	return gap, nil
 }
 
 // lastStart returns the last period start of s at or before now, and
@@ -205,33 +226,55 @@ func lastStart(s Schedule, now time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// scheduler creates pj's jobs until ctx ends.
+// scheduler creates pj's jobs until ctx ends, the schedule ends, or its
+// Next fails to advance.
+//
+// It waits for the first period start after the last period it handled
+// (or after its own start), so that a period that began while the
+// previous one's job was being created is created at once, not skipped.
+// When it wakes more than a period late, it creates the latest period's
+// job only.
 func (w *Worker) scheduler(ctx context.Context, pj *periodic) {
 	t := w.clock.NewTimer(0)
 	defer t.Stop()
+	after := w.eng.Now() // periods starting after it have no job from here yet
 	if pj.catchUp == CatchUpLast {
-		if start, ok := lastStart(pj.schedule, w.eng.Now()); ok {
+		if start, ok := lastStart(pj.schedule, after); ok {
 			w.createPeriod(ctx, t, pj, start)
 		}
 	}
 	for {
-		now := w.eng.Now()
-		next := pj.schedule.Next(now)
+		next := pj.schedule.Next(after)
 		if next.IsZero() {
 			w.logf(ctx, slog.LevelInfo, "periodic schedule ended", slog.String("periodic", pj.name))
 			return
 		}
-		t.Reset(next.Sub(now))
-		select {
-		case <-ctx.Done():
+		if !next.After(after) {
+			w.logf(ctx, slog.LevelError, "periodic schedule stopped: Next does not advance",
+				slog.String("periodic", pj.name), slog.Time("from", after), slog.Time("next", next))
 			return
-		case <-t.C():
 		}
-		// The timer may fire early by the two clocks' difference: wait
-		// again until the engine's clock reaches the period.
-		if start, ok := lastStart(pj.schedule, w.eng.Now()); ok && !start.Before(next) {
-			w.createPeriod(ctx, t, pj, start)
+		if d := next.Sub(w.eng.Now()); d > 0 {
+			t.Reset(d)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C():
+			}
+			// The timer may fire early by the two clocks' difference:
+			// wait again until the engine's clock reaches the period.
+			if w.eng.Now().Before(next) {
+				continue
+			}
+		} else if ctx.Err() != nil {
+			return
 		}
+		start, ok := lastStart(pj.schedule, w.eng.Now())
+		if !ok || start.Before(next) {
+			start = next
+		}
+		w.createPeriod(ctx, t, pj, start)
+		after = start
 	}
 }
 
