@@ -5,9 +5,9 @@ go 1.23.0
 require (
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.7.5
-	github.com/jobstate/jobstate v0.0.0
-	github.com/jobstate/jobstate/pgstore v0.0.0
-	github.com/jobstate/jobstate/sqlitestore v0.0.0
+	github.com/jobstate/jobstate v0.1.0
+	github.com/jobstate/jobstate/pgstore v0.1.0
+	github.com/jobstate/jobstate/sqlitestore v0.1.0
 	github.com/stretchr/testify v1.12.1
 )
 
@@ -32,6 +32,9 @@ require (
 	modernc.org/sqlite v1.38.2 // indirect
 )
 
+// This module is never released, so nothing depends on it: it builds from
+// the tree, with or without the workspace (GOWORK=off), through these
+// replace directives.
 replace (
 	github.com/jobstate/jobstate => ../
 	github.com/jobstate/jobstate/pgstore => ../pgstore

@@ -3,7 +3,7 @@ module github.com/jobstate/jobstate/otel
 go 1.23.0
 
 require (
-	github.com/jobstate/jobstate v0.0.0
+	github.com/jobstate/jobstate v0.1.0
 	go.opentelemetry.io/otel v1.38.0
 	go.opentelemetry.io/otel/metric v1.38.0
 	go.opentelemetry.io/otel/sdk v1.38.0
@@ -19,5 +19,3 @@ require (
 	go.opentelemetry.io/auto/sdk v1.1.0 // indirect
 	golang.org/x/sys v0.35.0 // indirect
 )
-
-replace github.com/jobstate/jobstate => ../

@@ -4,7 +4,7 @@ go 1.23.0
 
 require (
 	github.com/google/uuid v1.6.0
-	github.com/jobstate/jobstate v0.0.0
+	github.com/jobstate/jobstate v0.1.0
 	github.com/stretchr/testify v1.12.1
 	modernc.org/sqlite v1.38.2
 	pgregory.net/rapid v1.3.0
@@ -22,5 +22,3 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.11.0 // indirect
 )
-
-replace github.com/jobstate/jobstate => ../

@@ -2,6 +2,9 @@ module github.com/jobstate/jobstate/bench/pgcompare
 
 go 1.26.0
 
+// This module is never released, so nothing depends on it: it builds from
+// the tree, with or without the workspace (GOWORK=off), through these
+// replace directives.
 replace (
 	github.com/jobstate/jobstate => ../..
 	github.com/jobstate/jobstate/pgstore => ../../pgstore
@@ -9,8 +12,8 @@ replace (
 
 require (
 	github.com/jackc/pgx/v5 v5.11.0
-	github.com/jobstate/jobstate v0.0.0
-	github.com/jobstate/jobstate/pgstore v0.0.0
+	github.com/jobstate/jobstate v0.1.0
+	github.com/jobstate/jobstate/pgstore v0.1.0
 	github.com/riverqueue/river v0.51.1
 	github.com/riverqueue/river/riverdriver v0.51.1
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.1

@@ -2,6 +2,9 @@ module github.com/jobstate/jobstate/bench/sqlitecompare
 
 go 1.26.0
 
+// This module is never released, so nothing depends on it: it builds from
+// the tree, with or without the workspace (GOWORK=off), through these
+// replace directives.
 replace (
 	github.com/jobstate/jobstate => ../..
 	github.com/jobstate/jobstate/pgstore => ../../pgstore
@@ -10,9 +13,9 @@ replace (
 
 require (
 	github.com/jackc/pgx/v5 v5.11.0
-	github.com/jobstate/jobstate v0.0.0
-	github.com/jobstate/jobstate/pgstore v0.0.0
-	github.com/jobstate/jobstate/sqlitestore v0.0.0
+	github.com/jobstate/jobstate v0.1.0
+	github.com/jobstate/jobstate/pgstore v0.1.0
+	github.com/jobstate/jobstate/sqlitestore v0.1.0
 	github.com/riverqueue/river v0.51.1
 	github.com/riverqueue/river/riverdriver/riversqlite v0.51.1
 	modernc.org/sqlite v1.38.2

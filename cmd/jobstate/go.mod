@@ -5,8 +5,8 @@ go 1.23.0
 require (
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.7.5
-	github.com/jobstate/jobstate v0.0.0
-	github.com/jobstate/jobstate/pgstore v0.0.0
+	github.com/jobstate/jobstate v0.1.0
+	github.com/jobstate/jobstate/pgstore v0.1.0
 	pgregory.net/rapid v1.3.0
 )
 
@@ -18,9 +18,4 @@ require (
 	golang.org/x/crypto v0.37.0 // indirect
 	golang.org/x/sync v0.13.0 // indirect
 	golang.org/x/text v0.24.0 // indirect
-)
-
-replace (
-	github.com/jobstate/jobstate => ../../
-	github.com/jobstate/jobstate/pgstore => ../../pgstore
 )
