@@ -175,3 +175,29 @@ type ListCursor struct {
 
 // MaxListLimit is the largest page a listing returns.
 const MaxListLimit = 1000
+
+// KeyLimiter is an optional Store capability: enforcing Policy.MaxPerKey,
+// the most live executions a machine's jobs sharing a concurrency key may
+// hold at once. A store that is one, and whose LimitsKeys reports true,
+// keeps, atomically with every claim (ClaimNext, ClaimBatch, and an
+// Update whose Write sets MaxPerKey), the sum of Job.Leases over the jobs
+// of the claimed job's machine with its Job.ConcurrencyKey at or below
+// the limit the query or the write carries:
+//
+//   - ClaimNext and ClaimBatch never offer a candidate with a key whose
+//     live executions have reached ClaimQuery.MaxPerKey; the candidates of
+//     other keys, and those without a key, are offered as usual, in claim
+//     order;
+//   - Update refuses, writing nothing, a Write whose MaxPerKey is above
+//     zero, that raises the job's Leases, and that would take its key's
+//     sum above MaxPerKey: the error CheckKeyLimit returns (ErrKeyLimit).
+//
+// A store that counts the sum in a transaction must make concurrent claims
+// of one key take turns (a lock per key), so that two claims in different
+// processes cannot both pass. The engine refuses a machine with MaxPerKey
+// above zero on a store that is not a KeyLimiter; a wrapper store reports
+// its inner store's answer.
+type KeyLimiter interface {
+	// LimitsKeys reports whether the store enforces MaxPerKey.
+	LimitsKeys() bool
+}

@@ -39,8 +39,13 @@ type NewJob struct {
 	Machine string
 	Payload []byte
 	// Owner is who the job belongs to, for guards.
-	Owner    string
-	Priority int
+	Owner string
+	// ConcurrencyKey groups the job with the machine's other jobs of the
+	// same key, whose live executions Policy.MaxPerKey limits. Empty: not
+	// limited. At most MaxKeyBytes of valid UTF-8 without NUL; refused
+	// with ErrUnsupported on a store that is not a KeyLimiter.
+	ConcurrencyKey string
+	Priority       int
 	// NotBefore schedules the job: it cannot be claimed earlier.
 	NotBefore time.Time
 	// Deadline expires the job at that time if it is unfinished; TTL, when
@@ -153,6 +158,9 @@ func (e *Engine) planCreate(nj *NewJob) (createPlan, error) {
 	if err := nj.checkTexts(); err != nil {
 		return createPlan{}, err
 	}
+	if nj.ConcurrencyKey != "" && !e.limitsKeys {
+		return createPlan{}, fmt.Errorf("%w: a concurrency key needs a store that enforces Policy.MaxPerKey (KeyLimiter)", ErrUnsupported)
+	}
 	if err := checkDuration("TTL", nj.TTL); err != nil {
 		return createPlan{}, err
 	}
@@ -186,7 +194,7 @@ func (e *Engine) buildJob(ctx context.Context, p *createPlan, now time.Time) (Wr
 	job := Job{
 		ID: id, Machine: def.name, State: init.Name, Kind: init.Kind,
 		Payload: p.payload, Version: 1, MaxRetries: p.retry.MaxRetries,
-		IdempotencyKey: nj.Key, Fingerprint: p.fp, Owner: nj.Owner, Priority: nj.Priority,
+		IdempotencyKey: nj.Key, Fingerprint: p.fp, Owner: nj.Owner, ConcurrencyKey: nj.ConcurrencyKey, Priority: nj.Priority,
 		CreatedAt: now, UpdatedAt: now, NotBefore: nj.NotBefore, Deadline: nj.Deadline,
 	}
 	if p.own {
@@ -273,7 +281,7 @@ func (e *Engine) Redrive(ctx context.Context, id uuid.UUID, c Call) (Job, error)
 		}
 		old := cur.Job
 		nj := NewJob{
-			Machine: old.Machine, Payload: old.Payload, Owner: old.Owner, Priority: old.Priority,
+			Machine: old.Machine, Payload: old.Payload, Owner: old.Owner, ConcurrencyKey: old.ConcurrencyKey, Priority: old.Priority,
 			Retry: &RetryOverride{MaxRetries: Retries(old.MaxRetries)},
 			Actor: c.Actor, Reason: fmt.Sprintf("redrive of job %s", old.ID), Args: c.Args,
 		}

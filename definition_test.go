@@ -131,6 +131,7 @@ func TestValidationProblems(t *testing.T) {
 		{"self-loop claim on a single-execution machine", func(s *jobstate.Spec) { s.Rules[1].To = "ready" }, `which only a machine allowing several concurrent executions (Policy.MaxExecutions > 1) may do`},
 		{"bad backoff", func(s *jobstate.Spec) { s.Policy.Retry.Backoff = jobstate.Backoff{Kind: "fibonacci"} }, `policy Retry: unknown backoff kind "fibonacci"`},
 		{"negative lease", func(s *jobstate.Spec) { s.Policy.LeaseTTL = -time.Second }, "policy LeaseTTL is negative"},
+		{"negative limit per key", func(s *jobstate.Spec) { s.Policy.MaxPerKey = -1 }, "policy MaxPerKey is negative (-1)"},
 		{"release in unknown state", func(s *jobstate.Spec) { s.Policy.Idempotency.ReleaseIn = states("gone") }, `policy Idempotency.ReleaseIn names unknown state "gone"`},
 		{"derived with user events", func(s *jobstate.Spec) { s.Policy.DerivedState = true }, `user event "submit" is not allowed`},
 		{"effect without run", func(s *jobstate.Spec) { s.Effects = []jobstate.EffectSpec{{Name: "refund"}} }, `effect "refund" has no Run function`},

@@ -147,7 +147,9 @@ func (p *plan) run(ctx context.Context, w Write, args any) (outcome, error) {
 		}
 		for k := len(p.stages) - 1; k >= 0; k-- {
 			if st := p.stages[k]; st.recs <= i {
-				return outcome{w: st.w, incomplete: &IncompleteError{JobID: w.Job.ID, Kept: st.recs, Failed: t, Err: err}}, nil
+				cut := st.w
+				cut.MaxPerKey = w.MaxPerKey
+				return outcome{w: cut, incomplete: &IncompleteError{JobID: w.Job.ID, Kept: st.recs, Failed: t, Err: err}}, nil
 			}
 		}
 		return outcome{}, err

@@ -33,6 +33,9 @@ type Engine struct {
 	names []string
 	// lazy is set when some machine expires its jobs lazily.
 	lazy bool
+	// limitsKeys is set when the store enforces Policy.MaxPerKey
+	// (KeyLimiter): only then may a job carry a concurrency key.
+	limitsKeys bool
 }
 
 // Observer is told of every committed transition, after the write, in
@@ -108,7 +111,9 @@ func WithRandom(r func() float64) Option {
 }
 
 // New returns an engine over store. Errors: ErrInvalidArgument for a nil
-// store (a typed nil too), a nil option or a bad option.
+// store (a typed nil too), a nil option or a bad option; ErrUnsupported for
+// a machine with Policy.MaxPerKey on a store that does not enforce it (not
+// a KeyLimiter).
 func New(store Store, opts ...Option) (*Engine, error) {
 	if typednil.Is(store) {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidArgument)
@@ -122,7 +127,12 @@ func New(store Store, opts ...Option) (*Engine, error) {
 			return nil, err
 		}
 	}
+	kl, ok := store.(KeyLimiter)
+	e.limitsKeys = ok && kl.LimitsKeys()
 	for name, d := range e.machines {
+		if d.policy.MaxPerKey > 0 && !e.limitsKeys {
+			return nil, fmt.Errorf("%w: machine %q limits executions per concurrency key (Policy.MaxPerKey), which the store does not enforce (KeyLimiter)", ErrUnsupported, name)
+		}
 		e.lazy = e.lazy || d.policy.LazyExpiry
 		e.names = append(e.names, name)
 	}

@@ -212,6 +212,7 @@ var codes = []struct {
 	{ErrEffectApplied, "effect_applied"},
 	{ErrKeyConflict, "key_conflict"},
 	{ErrUnknownEffect, "unknown_effect"},
+	{ErrKeyLimit, "key_limit"},
 	{ErrNotClaimable, "not_claimable"},
 	{ErrGuardRefused, "guard_refused"},
 	{ErrTerminal, "terminal"},

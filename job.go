@@ -145,6 +145,10 @@ type Job struct {
 	Fingerprint    string
 	// Owner is who the job belongs to (a customer, a tenant), for guards.
 	Owner string
+	// ConcurrencyKey groups jobs whose executions the machine's
+	// Policy.MaxPerKey limits (a customer, an account); set at creation,
+	// never changed. Empty: not limited.
+	ConcurrencyKey string
 	// Priority orders the due ready jobs of a machine: a higher priority is
 	// claimed first; among equal priorities, the job due earlier (DueAt)
 	// first.

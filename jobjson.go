@@ -38,6 +38,7 @@ type jobJSON struct {
 	IdempotencyKey  string       `json:"idempotency_key,omitempty"`
 	Fingerprint     string       `json:"fingerprint,omitempty"`
 	Owner           string       `json:"owner,omitempty"`
+	ConcurrencyKey  string       `json:"concurrency_key,omitempty"`
 	Priority        int          `json:"priority"`
 	CreatedAt       string       `json:"created_at,omitempty"`
 	UpdatedAt       string       `json:"updated_at,omitempty"`
@@ -109,6 +110,7 @@ func (j Job) MarshalJSON() ([]byte, error) {
 		IdempotencyKey:  j.IdempotencyKey,
 		Fingerprint:     j.Fingerprint,
 		Owner:           j.Owner,
+		ConcurrencyKey:  j.ConcurrencyKey,
 		Priority:        j.Priority,
 		Leases:          j.Leases,
 		CancelRequested: j.CancelRequested,
@@ -129,6 +131,7 @@ func (j Job) MarshalJSON() ([]byte, error) {
 	for _, f := range [...]struct{ key, s string }{
 		{"machine", j.Machine}, {"state", string(j.State)}, {"last_error", j.LastError},
 		{"idempotency_key", j.IdempotencyKey}, {"fingerprint", j.Fingerprint}, {"owner", j.Owner},
+		{"concurrency_key", j.ConcurrencyKey},
 	} {
 		if !utf8.ValidString(f.s) {
 			return nil, bad(f.key, "%q is not valid UTF-8", f.s)
@@ -252,6 +255,7 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 	nj.IdempotencyKey = d.text("idempotency_key")
 	nj.Fingerprint = d.text("fingerprint")
 	nj.Owner = d.text("owner")
+	nj.ConcurrencyKey = d.text("concurrency_key")
 	nj.Priority = int(d.integer("priority", strconv.IntSize))
 	nj.CreatedAt = d.instant("created_at")
 	nj.UpdatedAt = d.instant("updated_at")

@@ -178,6 +178,7 @@ type ruleJSON struct {
 type policyJSON struct {
 	LeaseTTL        string     `json:"lease_ttl,omitempty"`
 	MaxExecutions   int        `json:"max_executions,omitempty"`
+	MaxPerKey       int        `json:"max_per_key,omitempty"`
 	Retry           *retryJSON `json:"retry,omitempty"`
 	Classify        string     `json:"classify,omitempty"`
 	RequireStart    bool       `json:"require_start,omitempty"`
@@ -242,6 +243,7 @@ func (js *specJSON) spec(reg Registry, p *problems) Spec {
 		pol := &s.Policy
 		pol.LeaseTTL = duration("policy.lease_ttl", pj.LeaseTTL, p)
 		pol.MaxExecutions = pj.MaxExecutions
+		pol.MaxPerKey = pj.MaxPerKey
 		if rj := pj.Retry; rj != nil {
 			pol.Retry.MaxRetries = rj.MaxRetries
 			if bj := rj.Backoff; bj != nil {
@@ -512,6 +514,7 @@ func policyToJSON(pol Policy, p *problems) *policyJSON {
 	pj := &policyJSON{
 		LeaseTTL:        durationText(pol.LeaseTTL),
 		MaxExecutions:   pol.MaxExecutions,
+		MaxPerKey:       pol.MaxPerKey,
 		RequireStart:    pol.RequireStart,
 		FailOnLeaseLoss: pol.FailOnLeaseLoss,
 		LazyExpiry:      pol.LazyExpiry,

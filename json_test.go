@@ -108,6 +108,21 @@ func TestJSONRoundTripPolicyFlags(t *testing.T) {
 	}
 }
 
+// The limit of live executions per concurrency key survives the JSON
+// form, and a negative one is refused there as in Go.
+func TestJSONMaxPerKey(t *testing.T) {
+	spec := m.QueueSpec()
+	spec.Policy.MaxPerKey = 2
+	out, err := jobstate.MarshalSpec(spec)
+	require.NoError(t, err)
+	assert.Contains(t, string(out), `"max_per_key":2`)
+	back, err := jobstate.ParseSpec(out, jobstate.Registry{})
+	require.NoError(t, err)
+	assert.Equal(t, 2, back.Policy.MaxPerKey)
+	_, err = jobstate.ParseDefinition([]byte(`{"name": "q", "initial": "a", "states": [{"name": "a", "kind": "terminal", "outcome": "succeeded"}], "policy": {"max_per_key": -1}}`), jobstate.Registry{})
+	assert.ErrorContains(t, err, "policy MaxPerKey is negative (-1)")
+}
+
 func TestJSONShape(t *testing.T) {
 	out, err := jobstate.MarshalSpec(m.ParkingSpec())
 	require.NoError(t, err)
@@ -458,7 +473,7 @@ var (
 	codeNames  = []string{"", "owner_only", "even_arg", "count", "fail_effect", "http", "nope"}
 	durations  = []string{"", "0", "1s", "1m30s", "-5s", "1.5h", "5 s", "1y", "99999999999h", "300ms", "1ns"}
 	fieldNames = []string{"name", "initial", "states", "rules", "policy", "create", "effects", "kind", "outcome",
-		"description", "from", "event", "to", "guard", "effect", "lease_ttl", "max_executions", "retry",
+		"description", "from", "event", "to", "guard", "effect", "lease_ttl", "max_executions", "max_per_key", "retry",
 		"max_retries", "backoff", "factor", "max", "jitter", "classify", "fail_on_lease_loss", "lazy_expiry",
 		"derived_state", "idempotency", "retention", "release_in", "in", "run", "Name", "x"}
 )
@@ -501,6 +516,7 @@ func genDefinition(t *rapid.T) map[string]any {
 		p := map[string]any{
 			"lease_ttl":      pick(durations, "lease_ttl"),
 			"max_executions": rapid.IntRange(-2, 4).Draw(t, "max_executions"),
+			"max_per_key":    rapid.IntRange(-2, 4).Draw(t, "max_per_key"),
 			"retry": map[string]any{
 				"max_retries": rapid.IntRange(-3, 5).Draw(t, "max_retries"),
 				"backoff": map[string]any{

@@ -116,7 +116,7 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 		recs   []Transition
 		failed error
 	}
-	job, err := e.store.ClaimNext(ctx, ClaimQuery{Machine: def.name, Now: now}, func(ctx context.Context, cur Snapshot) (Write, error) {
+	job, err := e.store.ClaimNext(ctx, ClaimQuery{Machine: def.name, Now: now, MaxPerKey: def.policy.MaxPerKey}, func(ctx context.Context, cur Snapshot) (Write, error) {
 		var p plan
 		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, &p)
 		if err != nil {
@@ -145,7 +145,9 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 // ClaimJob claims one named job (a worker taking the job a user chose). Errors: ErrNotFound; ErrNotClaimable when the job is not ready
 // (wrapping ErrTerminal or ErrInvalidTransition too when the job is
 // terminal or its state has no claim rule), not yet due, past a deadline
-// it can expire at, or at its limit of live executions; a
+// it can expire at, or at its limit of live executions, or its
+// concurrency key at its machine's Policy.MaxPerKey (wrapping ErrKeyLimit
+// too); a
 // *TransitionError when the claim rule's guard refuses;
 // ErrInvalidArgument.
 func (e *Engine) ClaimJob(ctx context.Context, id uuid.UUID, req ClaimRequest) (Claimed, error) {
@@ -159,6 +161,9 @@ func (e *Engine) ClaimJob(ctx context.Context, id uuid.UUID, req ClaimRequest) (
 		lease = l
 		return w, err
 	})
+	if errors.Is(err, ErrKeyLimit) {
+		return Claimed{}, fmt.Errorf("%w: %w", ErrNotClaimable, err)
+	}
 	if err != nil {
 		return Claimed{}, err
 	}
@@ -217,7 +222,7 @@ func (e *Engine) claim(ctx context.Context, def *Definition, cur *Snapshot, req 
 	}
 	next.Attempt = x.Attempt
 	next.CancelRequested = false
-	w := Write{Job: next, Transitions: []Transition{rec}, Executions: []Execution{x}}
+	w := Write{Job: next, Transitions: []Transition{rec}, Executions: []Execution{x}, MaxPerKey: def.policy.MaxPerKey}
 	def.settle(&w.Job, cur.Executions, w.Executions)
 	return w, Lease{JobID: job.ID, ExecID: x.ID, Token: x.Attempt, Owner: req.Worker, ExpiresAt: x.LeaseExpiresAt, TTL: ttl}, nil
 }
@@ -402,7 +407,7 @@ func (e *Engine) ClaimMany(ctx context.Context, req ClaimRequest, n int) ([]Clai
 	}
 	got := make(map[uuid.UUID]taken, n)
 	var failed error
-	jobs, err := bc.ClaimBatch(ctx, ClaimQuery{Machine: def.name, Now: now}, n, func(ctx context.Context, cur Snapshot) (Write, error) {
+	jobs, err := bc.ClaimBatch(ctx, ClaimQuery{Machine: def.name, Now: now, MaxPerKey: def.policy.MaxPerKey}, n, func(ctx context.Context, cur Snapshot) (Write, error) {
 		var p plan
 		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, &p)
 		if err != nil {

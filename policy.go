@@ -18,6 +18,18 @@ type Policy struct {
 	// at once; the job then stays in its ready state while claimed, and a
 	// failed execution does not move the job.
 	MaxExecutions int
+	// MaxPerKey, when above zero, is how many executions of the machine's
+	// jobs that share a concurrency key (NewJob.ConcurrencyKey) may hold
+	// live leases at once, counted over every job of the machine with
+	// that key: 1 makes a key's jobs run one at a time, in claim order. A
+	// claim that would exceed it is never made: the store skips the job
+	// (Claim, ClaimMany) or refuses the claim (ClaimJob: ErrKeyLimit),
+	// atomically with the claim, so that no two processes can race past
+	// it. An execution counts until its lease ends (the job finishes,
+	// fails or is retried, or the sweep reclaims the expired lease). A job
+	// without a key is not limited. Zero means no limit. The engine
+	// refuses such a machine on a store that is not a KeyLimiter.
+	MaxPerKey int
 	// Retry bounds and spaces retries; a job may override it at creation.
 	Retry RetryPolicy
 	// Classify gives a class to errors that carry none (see ClassOf). Nil
@@ -67,6 +79,9 @@ func validatePolicy(spec *Spec, kinds map[State]StateSpec, p *problems) {
 	}
 	if pol.MaxExecutions < 0 {
 		p.add("policy MaxExecutions is negative (%d)", pol.MaxExecutions)
+	}
+	if pol.MaxPerKey < 0 {
+		p.add("policy MaxPerKey is negative (%d)", pol.MaxPerKey)
 	}
 	if err := pol.Retry.validate(); err != nil {
 		p.add("policy Retry: %v", err)

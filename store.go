@@ -130,6 +130,11 @@ type Write struct {
 	// Effects are recorded; a name recorded before makes the whole write fail
 	// with ErrEffectApplied.
 	Effects []EffectRecord
+	// MaxPerKey, when above zero, is the machine's limit of live executions
+	// per concurrency key (Policy.MaxPerKey), which a KeyLimiter store
+	// enforces on this write if it raises Job.Leases of a job with a
+	// ConcurrencyKey (a claim): see KeyLimiter and CheckKeyLimit.
+	MaxPerKey int
 }
 
 // EffectRecord records that a named once-only effect of a job ran (a
@@ -179,6 +184,10 @@ type ClaimQuery struct {
 	Now     time.Time
 	// Limit bounds how many candidates are offered; <= 0 means all.
 	Limit int
+	// MaxPerKey, when above zero, is the machine's limit of live executions
+	// per concurrency key (Policy.MaxPerKey): a KeyLimiter store does not
+	// offer a job whose key has reached it.
+	MaxPerKey int
 }
 
 // Errors of the Store protocol.
@@ -194,6 +203,11 @@ var (
 	ErrAlreadyCommitted = errors.New("jobstate: job already committed")
 	// ErrEffectApplied: the named once-only effect already ran for the job.
 	ErrEffectApplied = errors.New("jobstate: effect already applied")
+	// ErrKeyLimit: the claim would take the live executions of the job's
+	// concurrency key above its machine's Policy.MaxPerKey. Engine.ClaimJob
+	// returns it wrapped with ErrNotClaimable; the job is claimable again
+	// once an execution of its key ends.
+	ErrKeyLimit = errors.New("jobstate: concurrency key at its limit")
 )
 
 // Counter is an optional Store capability: the number of jobs of a machine

@@ -12,7 +12,8 @@ import (
 // one the contract lets it apply:
 //
 //   - ErrInvalidArgument: w.Job, a transition or an execution is about
-//     another job, or an execution has no id;
+//     another job, an execution has no id, or w changes the job's
+//     ConcurrencyKey;
 //   - ErrVersionConflict: w.Job.Version is not above cur.Job.Version, or
 //     the transitions' versions do not strictly increase within
 //     (cur.Job.Version, w.Job.Version];
@@ -31,6 +32,9 @@ func CheckWrite(cur Snapshot, w Write) error {
 	}
 	if err := checkVersions(&cur.Job, &w); err != nil {
 		return err
+	}
+	if w.Job.ConcurrencyKey != cur.Job.ConcurrencyKey {
+		return fmt.Errorf("%w: job %s: concurrency key changed from %q to %q", ErrInvalidArgument, id, cur.Job.ConcurrencyKey, w.Job.ConcurrencyKey)
 	}
 	if err := checkSingleCommit(id, cur.Executions, w.Executions); err != nil {
 		return err
@@ -60,6 +64,22 @@ func CheckNew(w Write) error {
 		return err
 	}
 	return checkEffects(id, nil, w.Effects)
+}
+
+// CheckKeyLimit returns ErrKeyLimit (wrapped, naming the key) when a
+// KeyLimiter store must refuse w over cur: w.MaxPerKey is above zero, the
+// job has a ConcurrencyKey, w raises its Leases, and live, the sum of
+// Job.Leases over the jobs of cur's machine with that key as the store
+// holds them before the write (cur's own included), would then exceed
+// w.MaxPerKey. It returns nil otherwise.
+func CheckKeyLimit(cur Job, w Write, live int) error {
+	if w.MaxPerKey <= 0 || w.Job.ConcurrencyKey == "" || w.Job.Leases <= cur.Leases {
+		return nil
+	}
+	if after := live - cur.Leases + w.Job.Leases; after > w.MaxPerKey {
+		return fmt.Errorf("%w: machine %q, key %q: %d live executions, at most %d", ErrKeyLimit, w.Job.Machine, w.Job.ConcurrencyKey, after, w.MaxPerKey)
+	}
+	return nil
 }
 
 // checkVersions checks w's version against cur's, and its transitions'.

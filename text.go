@@ -20,7 +20,7 @@ const (
 	// name, state names, event names and effect names.
 	MaxNameBytes = 128
 	// MaxKeyBytes bounds the identifiers a job or an operation carries:
-	// NewJob.Key, NewJob.Fingerprint, NewJob.Owner, a worker's name
+	// NewJob.Key, NewJob.Fingerprint, NewJob.Owner, NewJob.ConcurrencyKey, a worker's name
 	// (ClaimRequest.Worker, RecoverWorker), an actor (Call.Actor,
 	// NewJob.Actor), and the Owner and Key filters of a ListQuery.
 	MaxKeyBytes = 512
@@ -107,6 +107,7 @@ func (nj *NewJob) checkTexts() error {
 		{"key", nj.Key, MaxKeyBytes},
 		{"fingerprint", nj.Fingerprint, MaxKeyBytes},
 		{"owner", nj.Owner, MaxKeyBytes},
+		{"concurrency key", nj.ConcurrencyKey, MaxKeyBytes},
 		{"actor", nj.Actor, MaxKeyBytes},
 		{"reason", nj.Reason, MaxReasonBytes},
 	} {

@@ -90,13 +90,15 @@ type Step struct {
 	Machine *string `json:"machine,omitempty"`
 
 	// create; Owner and Key are also list's filters
-	Payload   *string `json:"payload,omitempty"`
-	Owner     string  `json:"owner,omitempty"`
-	Key       string  `json:"key,omitempty"`
-	TTL       string  `json:"ttl,omitempty"`
-	Deadline  string  `json:"deadline,omitempty"`
-	NotBefore string  `json:"not_before,omitempty"`
-	Priority  int     `json:"priority,omitempty"`
+	Payload *string `json:"payload,omitempty"`
+	Owner   string  `json:"owner,omitempty"`
+	Key     string  `json:"key,omitempty"`
+	// ConcurrencyKey is the created job's concurrency key.
+	ConcurrencyKey string `json:"concurrency_key,omitempty"`
+	TTL            string `json:"ttl,omitempty"`
+	Deadline       string `json:"deadline,omitempty"`
+	NotBefore      string `json:"not_before,omitempty"`
+	Priority       int    `json:"priority,omitempty"`
 	// MaxRetries overrides the machine's retry bound for this job
 	// (NewJob.Retry with MaxRetries only).
 	MaxRetries *int `json:"max_retries,omitempty"`
@@ -212,6 +214,7 @@ type Expect struct {
 	LeaseExpiresAt  *string `json:"lease_expires_at,omitempty"`
 	HeartbeatAt     *string `json:"heartbeat_at,omitempty"`
 	Fingerprint     *string `json:"fingerprint,omitempty"`
+	ConcurrencyKey  *string `json:"concurrency_key,omitempty"`
 	LastError       *string `json:"last_error,omitempty"`
 	ErrorClass      *string `json:"error_class,omitempty"`
 	Committed       *string `json:"committed,omitempty"`

@@ -51,7 +51,7 @@ func needsJob(e Expect) bool {
 		e.LeaseExpiresAt != nil || e.LastError != nil || e.ErrorClass != nil || e.Committed != nil ||
 		e.Result != nil || e.EffectCount != nil || e.UpdatedAt != nil || e.WakeAt != nil ||
 		e.SweepFailures != nil || e.SweepRetryAt != nil || e.CancelRequested != nil || e.HeartbeatAt != nil ||
-		e.Fingerprint != nil
+		e.Fingerprint != nil || e.ConcurrencyKey != nil
 }
 
 // checkJob compares the job's fields with the expectation.
@@ -110,6 +110,7 @@ func (r *runner) checkJob(e Expect, j *jobstate.Job, bad func(string, ...any)) *
 	tm("lease_expires_at", e.LeaseExpiresAt, j.LeaseExpiresAt)
 	tm("heartbeat_at", e.HeartbeatAt, j.HeartbeatAt)
 	str("fingerprint", e.Fingerprint, j.Fingerprint)
+	str("concurrency_key", e.ConcurrencyKey, j.ConcurrencyKey)
 	str("last_error", e.LastError, j.LastError)
 	str("error_class", e.ErrorClass, string(j.ErrorClass))
 	if e.Committed != nil {

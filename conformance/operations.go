@@ -44,7 +44,7 @@ func (r *runner) do(s Step, target uuid.UUID, hasTarget bool) (result, *stepErro
 	switch s.Op {
 	case "create":
 		nj := jobstate.NewJob{
-			Machine: machine, Owner: s.Owner, Key: s.Key, Priority: s.Priority,
+			Machine: machine, Owner: s.Owner, Key: s.Key, ConcurrencyKey: s.ConcurrencyKey, Priority: s.Priority,
 			Actor: s.Actor, Reason: s.Reason, Args: args,
 		}
 		if s.Payload != nil {

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -85,6 +86,9 @@ func RunVector(t *testing.T, v Vector, newStore func(t *testing.T) jobstate.Stor
 		pages:  make(map[string]string),
 		counts: &counts{},
 		seq:    new(atomic.Uint64),
+	}
+	if kl, ok := r.store.(jobstate.KeyLimiter); (!ok || !kl.LimitsKeys()) && v.usesKeyLimits() {
+		t.Skip("the store does not enforce Policy.MaxPerKey (jobstate.KeyLimiter)")
 	}
 	r.ctx = context.WithValue(context.Background(), countsKey{}, r.counts)
 	r.draw = 0.5
@@ -564,4 +568,24 @@ func describe(s Step) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// usesKeyLimits reports whether v creates a job with a concurrency key or
+// defines a machine with a limit per key: only a store that enforces the
+// limit (jobstate.KeyLimiter) can run it.
+func (v Vector) usesKeyLimits() bool {
+	var def struct {
+		Policy struct {
+			MaxPerKey float64 `json:"max_per_key"`
+		} `json:"policy"`
+	}
+	if json.Unmarshal(v.Definition, &def) == nil && def.Policy.MaxPerKey > 0 {
+		return true
+	}
+	for _, s := range v.Steps {
+		if s.ConcurrencyKey != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -451,7 +451,7 @@ func TestSchemaMatchesGo(t *testing.T) {
 			Effect: reg.Effects["count"], EffectName: "count",
 		}},
 		Policy: jobstate.Policy{
-			LeaseTTL: time.Second, MaxExecutions: 2,
+			LeaseTTL: time.Second, MaxExecutions: 2, MaxPerKey: 1,
 			Retry: jobstate.RetryPolicy{MaxRetries: 1, Backoff: jobstate.Backoff{
 				Kind: jobstate.BackoffExponential, Initial: time.Second, Factor: 3, Max: time.Minute, Jitter: jobstate.JitterFull,
 			}},
@@ -547,7 +547,7 @@ func TestSchemaMatchesGo(t *testing.T) {
 	codes := []string{"", "unknown"}
 	for _, e := range []error{
 		jobstate.ErrIncomplete, jobstate.ErrOutcomeUnknown, jobstate.ErrUnavailable, jobstate.ErrCancelled, jobstate.ErrLeaseLost, jobstate.ErrAlreadyCommitted,
-		jobstate.ErrEffectApplied, jobstate.ErrKeyConflict, jobstate.ErrUnknownEffect, jobstate.ErrNotClaimable,
+		jobstate.ErrEffectApplied, jobstate.ErrKeyConflict, jobstate.ErrUnknownEffect, jobstate.ErrKeyLimit, jobstate.ErrNotClaimable,
 		jobstate.ErrGuardRefused, jobstate.ErrTerminal, jobstate.ErrInvalidTransition, jobstate.ErrNoJob,
 		jobstate.ErrNotFound, jobstate.ErrUnknownMachine, jobstate.ErrInvalidDefinition,
 		jobstate.ErrVersionConflict, jobstate.ErrDuplicateJob, jobstate.ErrUnsupported, jobstate.ErrInvalidArgument,

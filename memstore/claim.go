@@ -49,7 +49,7 @@ func (s *Store) claim(ctx context.Context, q jobstate.ClaimQuery, n int, fn jobs
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		e := s.nextCandidate(q.Machine, instantOf(q.Now), offered)
+		e := s.nextCandidate(q, offered)
 		if e == nil {
 			break
 		}
@@ -58,6 +58,8 @@ func (s *Store) claim(ctx context.Context, q jobstate.ClaimQuery, n int, fn jobs
 		switch {
 		case err == nil:
 			out = append(out, job)
+		case errors.Is(err, jobstate.ErrKeyLimit):
+			// Another claim took the key's last slot since the pick.
 		case !errors.Is(err, jobstate.ErrSkip):
 			return out, err
 		}
@@ -71,19 +73,21 @@ func (s *Store) claim(ctx context.Context, q jobstate.ClaimQuery, n int, fn jobs
 	return out, nil
 }
 
-// nextCandidate returns, with its lock held, the first job of the
-// machine in claim order that is due at now, not in passed, and not
-// locked by another update; nil when there is none.
-func (s *Store) nextCandidate(name string, now instant, passed map[*entry]bool) *entry {
+// nextCandidate returns, with its lock held, the first job of q.Machine
+// in claim order that is due at q.Now, not in passed, not locked by
+// another update, and whose concurrency key is below q.MaxPerKey; nil
+// when there is none.
+func (s *Store) nextCandidate(q jobstate.ClaimQuery, passed map[*entry]bool) *entry {
+	now := instantOf(q.Now)
 	for {
 		s.mu.RLock()
-		m := s.machines[name]
+		m := s.machines[q.Machine]
 		if m == nil {
 			s.mu.RUnlock()
 			return nil
 		}
 		if !m.needsPromotion(now) {
-			e := m.pick(now, passed)
+			e := m.pick(now, q.MaxPerKey, passed)
 			s.mu.RUnlock()
 			return e
 		}
@@ -95,12 +99,13 @@ func (s *Store) nextCandidate(name string, now instant, passed map[*entry]bool) 
 }
 
 // pick walks the available jobs in claim order for the first one due at
-// now, not in passed, whose lock it can take. Caller holds mu.
-func (m *machine) pick(now instant, passed map[*entry]bool) *entry {
+// now, not in passed, whose key is below limit live executions, and whose
+// lock it can take. Caller holds mu.
+func (m *machine) pick(now instant, limit int, passed map[*entry]bool) *entry {
 	var found *entry
 	m.available.Ascend(func(it claimItem) bool {
 		e := it.e
-		if instantOf(e.job.NotBefore).compare(now) > 0 || passed[e] || !e.lock.TryLock() {
+		if instantOf(e.job.NotBefore).compare(now) > 0 || passed[e] || m.atLimit(e.job.ConcurrencyKey, limit) || !e.lock.TryLock() {
 			return true
 		}
 		found = e

@@ -189,6 +189,9 @@ type machine struct {
 	scheduled *btree.BTreeG[item]
 	available *btree.BTreeG[claimItem]
 	horizon   instant
+	// live is the number of live executions (Job.Leases) of the machine's
+	// jobs per concurrency key (keys with none are absent).
+	live map[string]int
 }
 
 func newMachine() *machine {
@@ -200,6 +203,7 @@ func newMachine() *machine {
 		scheduled: newTree(),
 		available: newBTree(claimLess),
 		horizon:   instantOf(time.Time{}), // a job with no not-before is due at once
+		live:      make(map[string]int),
 	}
 }
 
@@ -227,6 +231,7 @@ func (s *Store) reindex(e *entry, old, cur *jobstate.Job) {
 	byHeartbeat.move(s.leased, e, old, cur)
 	byWake.move(m.wake, e, old, cur)
 	m.moveReady(e, old, cur)
+	m.moveLive(old, cur)
 	if old == nil || cur == nil || old.State != cur.State {
 		if old != nil {
 			if m.counts[old.State]--; m.counts[old.State] == 0 {

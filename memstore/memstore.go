@@ -341,6 +341,10 @@ func (s *Store) run(ctx context.Context, e *entry, fn jobstate.UpdateFunc) (jobs
 		return jobstate.Job{}, err
 	}
 	s.mu.Lock()
+	if err := s.checkKeyLimit(&cur.Job, &w); err != nil {
+		s.mu.Unlock()
+		return jobstate.Job{}, err
+	}
 	old := e.job
 	e.job = w.Job
 	e.history = append(e.history, w.Transitions...)

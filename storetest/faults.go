@@ -219,3 +219,11 @@ func (s *FaultyStore) Stale(ctx context.Context, machine string, before time.Tim
 	}
 	return s.inner.Stale(ctx, machine, before, limit)
 }
+
+// LimitsKeys implements jobstate.KeyLimiter with the wrapped store's
+// answer: claims pass through with their limit, so the wrapped store
+// enforces it.
+func (s *FaultyStore) LimitsKeys() bool {
+	kl, ok := s.inner.(jobstate.KeyLimiter)
+	return ok && kl.LimitsKeys()
+}

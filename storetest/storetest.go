@@ -40,6 +40,7 @@ func Run(t *testing.T, newStore NewStore, opts ...Option) {
 	t.Run("Batch", func(t *testing.T) { RunBatch(t, newStore) })
 	t.Run("CreateBatch", func(t *testing.T) { RunCreateBatch(t, newStore) })
 	t.Run("Notify", func(t *testing.T) { RunNotify(t, newStore) })
+	t.Run("KeyLimits", func(t *testing.T) { RunKeyLimits(t, newStore) })
 	t.Run("Vectors", func(t *testing.T) { conformance.Run(t, newStore) })
 	// Three generated scenarios of each of the corpus's machines; the
 	// conformance package replays the whole corpus on memstore.
