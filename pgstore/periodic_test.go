@@ -214,11 +214,11 @@ func ptSummary(js []jobstate.Job) string {
 	return b.String()
 }
 
-// checkPeriods checks every job: one per period, its NotBefore a period
+// ptCheck checks every job: one per period, its NotBefore a period
 // start, its key the period's, created no earlier than its period
 // started; and, with terminal set, succeeded. It returns the jobs by
 // period start.
-func checkPeriods(t *testing.T, js []jobstate.Job, terminal bool) map[time.Time]jobstate.Job {
+func ptCheck(t *testing.T, js []jobstate.Job, terminal bool) map[time.Time]jobstate.Job {
 	t.Helper()
 	by := make(map[time.Time]jobstate.Job, len(js))
 	for _, j := range js {
@@ -236,23 +236,23 @@ func checkPeriods(t *testing.T, js []jobstate.Job, terminal bool) map[time.Time]
 	return by
 }
 
-// has checks that the period starting at start has a job.
-func has(t *testing.T, by map[time.Time]jobstate.Job, start time.Time, why string, js []jobstate.Job) {
+// ptHas checks that the period starting at start has a job.
+func ptHas(t *testing.T, by map[time.Time]jobstate.Job, start time.Time, why string, js []jobstate.Job) {
 	t.Helper()
 	_, ok := by[start]
 	require.True(t, ok, "%s: no job for the period starting at %v: %s", why, start, ptSummary(js))
 }
 
-// consecutive checks that every period from first to last has a job.
-func consecutive(t *testing.T, by map[time.Time]jobstate.Job, first, last time.Time, js []jobstate.Job) {
+// ptConsecutive checks that every period from first to last has a job.
+func ptConsecutive(t *testing.T, by map[time.Time]jobstate.Job, first, last time.Time, js []jobstate.Job) {
 	t.Helper()
 	for p := first; !p.After(last); p = p.Add(ptEvery) {
-		has(t, by, p, fmt.Sprintf("a period skipped between %v and %v", first, last), js)
+		ptHas(t, by, p, fmt.Sprintf("a period skipped between %v and %v", first, last), js)
 	}
 }
 
-// none checks that no period in (after, through] has a job.
-func none(t *testing.T, by map[time.Time]jobstate.Job, after, through time.Time, why string, js []jobstate.Job) {
+// ptNone checks that no period in (after, through] has a job.
+func ptNone(t *testing.T, by map[time.Time]jobstate.Job, after, through time.Time, why string, js []jobstate.Job) {
 	t.Helper()
 	for p := after.Add(ptEvery); !p.After(through); p = p.Add(ptEvery) {
 		_, ok := by[p]
@@ -260,8 +260,8 @@ func none(t *testing.T, by map[time.Time]jobstate.Job, after, through time.Time,
 	}
 }
 
-// lastOf returns the latest period start among js.
-func lastOf(js []jobstate.Job) time.Time { return js[len(js)-1].NotBefore.UTC() }
+// ptLast returns the latest period start among js.
+func ptLast(js []jobstate.Job) time.Time { return js[len(js)-1].NotBefore.UTC() }
 
 // TestPeriodicThreeProcesses runs one periodic schedule (worker.Periodic,
 // worker.Every(1s) on the real clock) in three OS processes of
@@ -275,12 +275,13 @@ func lastOf(js []jobstate.Job) time.Time { return js[len(js)-1].NotBefore.UTC() 
 //     in, then exactly one job per period (by its key,
 //     worker.PeriodKey), its NotBefore the period's start, none skipped,
 //     every one handled (succeeded);
-//   - all three SIGKILLed; after four missed periods, restarted under
-//     their names with CatchUpLast: the last missed period (the one the
-//     restart begins in) gets its job, once, created after the restart,
-//     and the three before it none; then one job per period again;
-//   - all SIGKILLed again; restarted with CatchUpNone after four missed
-//     periods: none of them gets a job, and the next period does;
+//   - all three SIGKILLed; after at least four missed periods, restarted
+//     under their names (recovering the leases of the killed processes)
+//     with CatchUpLast: the last missed period (the one the restart
+//     begins in) gets its job, once, created after the restart, and the
+//     missed periods before it none; then one job per period again;
+//   - all SIGKILLed again; restarted with CatchUpNone after at least four
+//     missed periods: none of them gets a job, and the next period does;
 //   - SIGTERM: each process exits 0.
 //
 // Throughout, one job per period, each created no earlier than its
@@ -327,11 +328,11 @@ func TestPeriodicThreeProcesses(t *testing.T) {
 	r1 := r.release(ptPeriod(time.Now()).Add(ptEvery + ptRelease))
 	b1 := ptPeriod(r1)
 	js := r.handledThrough(b1.Add(ptPeriods * ptEvery))
-	by := checkPeriods(t, js, true)
-	none(t, by, b1.Add(-ptEvery), b1, "CatchUpNone, the period the processes began in", js)
+	by := ptCheck(t, js, true)
+	ptNone(t, by, b1.Add(-ptEvery), b1, "CatchUpNone, the period the processes began in", js)
 	first := b1.Add(ptEvery)
-	has(t, by, first, "the first period after the start", js)
-	consecutive(t, by, first, lastOf(js), js)
+	ptHas(t, by, first, "the first period after the start", js)
+	ptConsecutive(t, by, first, ptLast(js), js)
 	killed1 := r.kill()
 
 	// Four periods missed; CatchUpLast.
@@ -339,12 +340,12 @@ func TestPeriodicThreeProcesses(t *testing.T) {
 	r2 := r.release(ptPeriod(killed1).Add((ptDown+1)*ptEvery + ptRelease))
 	b2 := ptPeriod(r2)
 	js = r.handledThrough(b2.Add(ptAfter * ptEvery))
-	by = checkPeriods(t, js, true)
-	consecutive(t, by, first, ptPeriod(killed1).Add(-ptEvery), js)
-	none(t, by, ptPeriod(killed1), b2.Add(-ptEvery), "CatchUpLast, periods before the last missed one", js)
-	has(t, by, b2, "CatchUpLast, the last missed period", js)
+	by = ptCheck(t, js, true)
+	ptConsecutive(t, by, first, ptPeriod(killed1).Add(-ptEvery), js)
+	ptNone(t, by, ptPeriod(killed1), b2.Add(-ptEvery), "CatchUpLast, periods before the last missed one", js)
+	ptHas(t, by, b2, "CatchUpLast, the last missed period", js)
 	assert.False(t, by[b2].CreatedAt.Before(r2), "the last missed period's job was created by the restarted processes")
-	consecutive(t, by, b2, lastOf(js), js)
+	ptConsecutive(t, by, b2, ptLast(js), js)
 	catchUp := by[b2].CreatedAt.Sub(r2) // the processes' start after their release, and a creation
 	killed2 := r.kill()
 
@@ -353,12 +354,12 @@ func TestPeriodicThreeProcesses(t *testing.T) {
 	r3 := r.release(ptPeriod(killed2).Add((ptDown+1)*ptEvery + ptRelease))
 	b3 := ptPeriod(r3)
 	js = r.handledThrough(b3.Add(ptAfter * ptEvery))
-	by = checkPeriods(t, js, true)
-	consecutive(t, by, b2, ptPeriod(killed2).Add(-ptEvery), js)
-	none(t, by, ptPeriod(killed2), b3, "CatchUpNone, missed periods", js)
-	has(t, by, b3.Add(ptEvery), "CatchUpNone, the first period after the restart", js)
-	consecutive(t, by, b3.Add(ptEvery), lastOf(js), js)
-	handled := lastOf(js)
+	by = ptCheck(t, js, true)
+	ptConsecutive(t, by, b2, ptPeriod(killed2).Add(-ptEvery), js)
+	ptNone(t, by, ptPeriod(killed2), b3, "CatchUpNone, missed periods", js)
+	ptHas(t, by, b3.Add(ptEvery), "CatchUpNone, the first period after the restart", js)
+	ptConsecutive(t, by, b3.Add(ptEvery), ptLast(js), js)
+	handled := ptLast(js)
 	r.term()
 	elapsed := time.Since(t0)
 
@@ -366,7 +367,7 @@ func TestPeriodicThreeProcesses(t *testing.T) {
 	// be queued (a stopped runtime claims nothing more); every other job
 	// succeeded, each with one effect row.
 	js = r.jobs()
-	by = checkPeriods(t, js, false)
+	by = ptCheck(t, js, false)
 	succeeded, queued := 0, 0
 	creators := make(map[string]int)
 	var lags []time.Duration
