@@ -2,7 +2,23 @@ module github.com/jobstate/jobstate/internal/release
 
 go 1.23.0
 
-require golang.org/x/mod v0.25.0
+require (
+	github.com/jobstate/jobstate/pgstore v0.1.0
+	golang.org/x/mod v0.25.0
+)
+
+require (
+	github.com/google/btree v1.1.3 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.7.5 // indirect
+	github.com/jackc/puddle/v2 v2.2.2 // indirect
+	github.com/jobstate/jobstate v0.1.0 // indirect
+	golang.org/x/crypto v0.37.0 // indirect
+	golang.org/x/sync v0.13.0 // indirect
+	golang.org/x/text v0.24.0 // indirect
+)
 
 // This module is never released: it builds from the tree, with or
 // without the workspace (GOWORK=off), through these replace directives.

@@ -7,7 +7,7 @@
 //	go run ./internal/release [-root DIR] check
 //	go run ./internal/release [-root DIR] set VERSION
 //	go run ./internal/release [-root DIR] proxy VERSION DIR
-//	go run ./internal/release [-root DIR] tidy
+//	go run ./internal/release [-root DIR] tidy [MODULE_DIR...]
 //	go run ./internal/release [-root DIR] release VERSION
 package main
 
@@ -33,7 +33,8 @@ const usage = `usage: release [-root DIR] COMMAND
   set VERSION            set VERSION in every module's requirements of the released modules
                          and the released modules' go.sum lines of one another
   proxy VERSION DIR      write a file module proxy of the released modules at VERSION to DIR
-  tidy                   check that every released module is tidy as it would be released
+  tidy [MODULE_DIR...]   check that every released module (or those in the directories given)
+                         is tidy as it would be released
   release VERSION        check, set VERSION and print the tags to push (never pushes)`
 
 // run runs the command line args and returns the process's exit code: 0
@@ -71,12 +72,12 @@ func command(ctx context.Context, root string, args []string, stdout, stderr io.
 	if len(args) == 0 {
 		return fmt.Errorf("no command: %w", ErrUsage)
 	}
-	want := map[string]int{"check": 0, "set": 1, "proxy": 2, "tidy": 0, "release": 1}
+	want := map[string]int{"check": 0, "set": 1, "proxy": 2, "tidy": -1, "release": 1}
 	n, ok := want[args[0]]
 	if !ok {
 		return fmt.Errorf("unknown command %q: %w", args[0], ErrUsage)
 	}
-	if len(args)-1 != n {
+	if n >= 0 && len(args)-1 != n {
 		return fmt.Errorf("%s takes %d argument(s), got %d: %w", args[0], n, len(args)-1, ErrUsage)
 	}
 	if root == "" {
@@ -114,10 +115,10 @@ func command(ctx context.Context, root string, args []string, stdout, stderr io.
 			fmt.Fprintf(stdout, "%s %s %s\n", b.Module.Path, b.Version, b.ZipHash)
 		}
 	case "tidy":
-		if err := t.Tidy(ctx, stdout); err != nil {
+		if err := t.Tidy(ctx, stdout, args[1:]...); err != nil {
 			return err
 		}
-		fmt.Fprintln(stdout, "every released module is tidy")
+		fmt.Fprintln(stdout, "the released modules are tidy")
 	case "release":
 		return t.Release(ctx, args[1], stdout)
 	}

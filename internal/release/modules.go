@@ -182,6 +182,16 @@ func (t *Tree) released(path string) *Module {
 	return nil
 }
 
+// releasedDir returns the released module in directory dir, or nil.
+func (t *Tree) releasedDir(dir string) *Module {
+	for _, m := range t.Released {
+		if m.Dir == dir {
+			return m
+		}
+	}
+	return nil
+}
+
 // all returns the released modules, then the others.
 func (t *Tree) all() []*Module {
 	return append(append([]*Module(nil), t.Released...), t.Others...)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -81,8 +82,17 @@ func fileURL(dir string) string {
 // that content, as Set would write them) and runs `go mod tidy -diff`
 // there, resolving jobstate's modules from the proxy and the others as
 // usual. It writes each untidy module's differences to w and returns
-// ErrUntidy, or the check's error when the tree cannot be released.
-func (t *Tree) Tidy(ctx context.Context, w io.Writer) error {
+// ErrUntidy, or the check's error when the tree cannot be released. With
+// dirs, it checks only the released modules in those directories.
+func (t *Tree) Tidy(ctx context.Context, w io.Writer, dirs ...string) error {
+	only := make(map[string]bool)
+	for _, d := range dirs {
+		d = path.Clean(filepath.ToSlash(d))
+		if t.releasedDir(d) == nil {
+			return fmt.Errorf("release: %s is not the directory of a released module: %w", d, ErrUsage)
+		}
+		only[d] = true
+	}
 	version, err := t.Check()
 	if err != nil {
 		return err
@@ -106,6 +116,9 @@ func (t *Tree) Tidy(ctx context.Context, w io.Writer) error {
 	}
 	untidy := false
 	for _, b := range built {
+		if len(only) > 0 && !only[b.Module.Dir] {
+			continue
+		}
 		mv := module.Version{Path: b.Module.Path, Version: version}
 		esc, err := module.EscapePath(mv.Path)
 		if err != nil {
