@@ -98,18 +98,41 @@ func (s *Store) nextCandidate(q jobstate.ClaimQuery, passed map[*entry]bool) *en
 	}
 }
 
-// pick walks the available jobs in claim order for the first one due at
-// now, not in passed, whose key is below limit live executions, and whose
-// lock it can take. Caller holds mu.
+// pick returns, with its lock held, the first available job in claim
+// order that is due at now, not in passed, whose key is below limit live
+// executions, and whose lock it can take; nil when there is none. It
+// walks the available tree (the jobs without a key and each key's head)
+// and, for a key below its limit, that key's jobs, until no job left to
+// see can come before the best found. Caller holds mu.
 func (m *machine) pick(now instant, limit int, passed map[*entry]bool) *entry {
-	var found *entry
-	m.available.Ascend(func(it claimItem) bool {
+	var best *entry
+	var at claimItem
+	// consider takes it as the best so far if it comes first and its job
+	// can be taken, and reports whether it did.
+	consider := func(it claimItem) bool {
 		e := it.e
-		if instantOf(e.job.NotBefore).compare(now) > 0 || passed[e] || m.atLimit(e.job.ConcurrencyKey, limit) || !e.lock.TryLock() {
-			return true
+		if instantOf(e.job.NotBefore).compare(now) > 0 || passed[e] || !e.lock.TryLock() {
+			return false
 		}
-		found = e
-		return false
+		if best != nil {
+			best.lock.Unlock()
+		}
+		best, at = e, it
+		return true
+	}
+	before := func(it claimItem) bool { return best == nil || claimLess(it, at) }
+	m.available.Ascend(func(it claimItem) bool {
+		if !before(it) {
+			return false
+		}
+		k := it.e.job.ConcurrencyKey
+		switch {
+		case k == "":
+			consider(it)
+		case !m.atLimit(k, limit):
+			m.byKey[k].Ascend(func(kt claimItem) bool { return before(kt) && !consider(kt) })
+		}
+		return true
 	})
-	return found
+	return best
 }

@@ -180,14 +180,21 @@ type machine struct {
 	created, updated *btree.BTreeG[item]
 	// wake holds the jobs with a wake time, by wake time: the index of Due.
 	wake *btree.BTreeG[item]
-	// The ready jobs are in one of two trees: scheduled holds those whose
-	// not-before is after horizon, by not-before; available holds the
-	// others, in claim order. A claim at a time after horizon first moves
-	// the jobs due at its time to available, then makes its time the
-	// horizon. A claim at an earlier time (another engine's clock, a clock
-	// set back) passes over the available jobs not due at its time.
+	// The ready jobs are scheduled or available: scheduled holds those
+	// whose not-before is after horizon, by not-before; the others are
+	// available. A claim at a time after horizon first makes the jobs due
+	// at its time available, then makes its time the horizon. A claim at
+	// an earlier time (another engine's clock, a clock set back) passes
+	// over the available jobs not due at its time.
+	//
+	// available holds, in claim order, the available jobs without a
+	// concurrency key and, of each key's available jobs, the first in
+	// claim order (its head); byKey holds each key's available jobs, in
+	// claim order. A claim thus passes over a key at its limit once, not
+	// once per job of the key.
 	scheduled *btree.BTreeG[item]
 	available *btree.BTreeG[claimItem]
+	byKey     map[string]*btree.BTreeG[claimItem]
 	horizon   instant
 	// live is the number of live executions (Job.Leases) of the machine's
 	// jobs per concurrency key (keys with none are absent).
@@ -204,6 +211,7 @@ func newMachine() *machine {
 		available: newBTree(claimLess),
 		horizon:   instantOf(time.Time{}), // a job with no not-before is due at once
 		live:      make(map[string]int),
+		byKey:     make(map[string]*btree.BTreeG[claimItem]),
 	}
 }
 
@@ -276,7 +284,7 @@ func (s *Store) startListing() {
 func (m *machine) moveReady(e *entry, old, cur *jobstate.Job) {
 	if old != nil && old.Kind == jobstate.KindReady {
 		if e.available {
-			m.available.Delete(claimItemOf(e, old))
+			m.unavail(claimItemOf(e, old), old.ConcurrencyKey)
 		} else {
 			m.scheduled.Delete(item{at: instantOf(old.NotBefore), id: idOf(old.ID), e: e})
 		}
@@ -285,10 +293,56 @@ func (m *machine) moveReady(e *entry, old, cur *jobstate.Job) {
 		nb := instantOf(cur.NotBefore)
 		e.available = nb.compare(m.horizon) <= 0
 		if e.available {
-			m.available.ReplaceOrInsert(claimItemOf(e, cur))
+			m.avail(claimItemOf(e, cur), cur.ConcurrencyKey)
 		} else {
 			m.scheduled.ReplaceOrInsert(item{at: nb, id: idOf(cur.ID), e: e})
 		}
+	}
+}
+
+// avail makes the job of it, whose concurrency key is k, available.
+// Caller holds mu for writing.
+func (m *machine) avail(it claimItem, k string) {
+	if k == "" {
+		m.available.ReplaceOrInsert(it)
+		return
+	}
+	jobs := m.byKey[k]
+	if jobs == nil {
+		jobs = newBTree(claimLess)
+		m.byKey[k] = jobs
+	}
+	head, had := jobs.Min()
+	jobs.ReplaceOrInsert(it)
+	if !had || claimLess(it, head) {
+		if had {
+			m.available.Delete(head)
+		}
+		m.available.ReplaceOrInsert(it)
+	}
+}
+
+// unavail makes the job of it, whose concurrency key is k, unavailable.
+// Caller holds mu for writing.
+func (m *machine) unavail(it claimItem, k string) {
+	if k == "" {
+		m.available.Delete(it)
+		return
+	}
+	jobs := m.byKey[k]
+	if jobs == nil {
+		return
+	}
+	head, _ := jobs.Min()
+	jobs.Delete(it)
+	if head.e != it.e {
+		return
+	}
+	m.available.Delete(it)
+	if next, ok := jobs.Min(); ok {
+		m.available.ReplaceOrInsert(next)
+	} else {
+		delete(m.byKey, k)
 	}
 }
 
@@ -311,7 +365,7 @@ func (m *machine) promote(now instant) {
 	for _, it := range due {
 		m.scheduled.Delete(it)
 		it.e.available = true
-		m.available.ReplaceOrInsert(claimItemOf(it.e, &it.e.job))
+		m.avail(claimItemOf(it.e, &it.e.job), it.e.job.ConcurrencyKey)
 	}
 	if len(due) < promoteBatch && now.compare(m.horizon) > 0 {
 		m.horizon = now

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -301,7 +302,8 @@ func testKeyConcurrent(t *testing.T, newStore NewStore, batch bool) {
 // successes, retried failures, heartbeats, time passing beyond leases,
 // sweeps) and checks after each that no key holds more live executions
 // than the limit, and that a claim finding no job left no claimable job:
-// every due ready job then had a key at its limit.
+// every due ready job then had a key at its limit, and that a claim took
+// the first claimable job in claim order.
 func propKeyLimit(rt *rapid.T, t *testing.T, newStore NewStore) {
 	limit := rapid.IntRange(1, 3).Draw(rt, "limit")
 	def, err := jobstate.NewDefinition(keySpec("keyed", limit))
@@ -340,17 +342,23 @@ func propKeyLimit(rt *rapid.T, t *testing.T, newStore NewStore) {
 		}
 		return live
 	}
-	// claimable reports whether some due ready job may be claimed.
-	claimable := func() bool {
+	// next returns the job a claim must take: the first in claim order of
+	// the due ready jobs whose key is below the limit; nil when none is.
+	next := func() *jobstate.Job {
 		all := jobs()
 		live := liveOf(all)
-		for _, j := range all {
-			if j.Kind == jobstate.KindReady && j.Leases == 0 && !j.NotBefore.After(clock.Now()) &&
-				(j.ConcurrencyKey == "" || live[j.ConcurrencyKey] < limit) {
-				return true
+		var first *jobstate.Job
+		for i := range all {
+			j := &all[i]
+			if j.Kind != jobstate.KindReady || j.Leases != 0 || j.NotBefore.After(clock.Now()) ||
+				(j.ConcurrencyKey != "" && live[j.ConcurrencyKey] >= limit) {
+				continue
+			}
+			if first == nil || claimsBefore(j, first) {
+				first = j
 			}
 		}
-		return false
+		return first
 	}
 	noted := func(err error) {
 		// An operation on a lease that ended, or a claim of a job that
@@ -362,23 +370,29 @@ func propKeyLimit(rt *rapid.T, t *testing.T, newStore NewStore) {
 	}
 	rt.Repeat(map[string]func(*rapid.T){
 		"create": func(rt *rapid.T) {
-			c, err := eng.Create(ctx, jobstate.NewJob{Machine: "keyed", ConcurrencyKey: rapid.SampledFrom(keys).Draw(rt, "key")})
+			c, err := eng.Create(ctx, jobstate.NewJob{
+				Machine: "keyed", ConcurrencyKey: rapid.SampledFrom(keys).Draw(rt, "key"),
+				Priority: rapid.IntRange(0, 2).Draw(rt, "priority"),
+			})
 			if err != nil {
 				rt.Fatal(err)
 			}
 			ids = append(ids, c.Job.ID)
 		},
 		"claim": func(rt *rapid.T) {
-			could := claimable()
+			want := next()
 			c, err := eng.Claim(ctx, req)
 			switch {
 			case errors.Is(err, jobstate.ErrNoJob):
-				if could {
-					rt.Fatal("no job claimed while a job could be")
+				if want != nil {
+					rt.Fatalf("no job claimed while job %s (key %q) could be", want.ID, want.ConcurrencyKey)
 				}
 			case err != nil:
 				rt.Fatal(err)
 			default:
+				if want == nil || c.Job.ID != want.ID {
+					rt.Fatalf("claimed job %s (key %q), want the first claimable in claim order: %v", c.Job.ID, c.Job.ConcurrencyKey, want)
+				}
 				leases = append(leases, c.Lease)
 			}
 		},
@@ -438,4 +452,20 @@ func propKeyLimit(rt *rapid.T, t *testing.T, newStore NewStore) {
 			}
 		},
 	})
+}
+
+// claimsBefore reports whether a comes before b in claim order: higher
+// priority first, then the earlier due time, then the earlier creation,
+// then the smaller id.
+func claimsBefore(a, b *jobstate.Job) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	if c := a.DueAt().Compare(b.DueAt()); c != 0 {
+		return c < 0
+	}
+	if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+		return c < 0
+	}
+	return bytes.Compare(a.ID[:], b.ID[:]) < 0
 }
