@@ -102,6 +102,22 @@ func runCmd(t *testing.T, dir string, env []string, name string, args ...string)
 	return stdout.String()
 }
 
+// runFailing runs name with args in dir with env and returns its
+// combined output; it fails the test when the command succeeds.
+func runFailing(t *testing.T, dir string, env []string, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("%s %s (in %s) succeeded, want a failure:\n%s", name, strings.Join(args, " "), dir, out)
+	}
+	return string(out)
+}
+
 // runTool runs the tool's command line on the tree at root and returns
 // its exit code, standard output and standard error.
 func runTool(root string, args ...string) (int, string, string) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ const serviceMain = `package main
 
 import (
 	"context"
+	"errors"
 	"errors"
 	"fmt"
 	"os"
@@ -157,6 +159,39 @@ var testOnlyPackages = []string{
 	"github.com/stretchr/testify",
 	"pgregory.net/rapid",
 	"github.com/santhosh-tekuri/jsonschema",
+}
+
+// What the release test would meet if the check let a stray replace
+// through: the go command refuses to install the jobstate command from a
+// proxy whose cmd/jobstate has a replace directive. (A missing
+// requirement is no such failure: go install looks the module up at its
+// latest version, which only the check refuses.)
+func TestInstallRefusesAStrayReplace(t *testing.T) {
+	root := copyTree(t)
+	editFile(t, filepath.Join(root, "cmd", "jobstate", "go.mod"), "\nrequire (", "\nreplace github.com/jobstate/jobstate => ../..\n\nrequire (")
+	tree, err := LoadTree(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ce *CheckError
+	version, err := tree.Check()
+	if !errors.As(err, &ce) {
+		t.Fatalf("Check: %v, want a *CheckError", err)
+	}
+	tmp := t.TempDir()
+	proxyDir := filepath.Join(tmp, "proxy")
+	if _, err := tree.WriteProxy(version, proxyDir); err != nil {
+		t.Fatal(err)
+	}
+	env, err := ProxyEnv(context.Background(), proxyDir, filepath.Join(tmp, "modcache"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env = append(env, "GOBIN="+filepath.Join(tmp, "bin"))
+	out := runFailing(t, tmp, env, "go", "install", "github.com/jobstate/jobstate/cmd/jobstate@"+version)
+	if !strings.Contains(out, "replace directives") {
+		t.Errorf("go install failed with:\n%s\nwant the replace directive named", out)
+	}
 }
 
 // A module outside the repository gets jobstate, pgstore and otel at the
