@@ -100,7 +100,8 @@ func (s *Store) nextCandidate(q jobstate.ClaimQuery, passed map[*entry]bool) *en
 
 // pick returns, with its lock held, the first available job in claim
 // order that is due at now, not in passed, whose key is below limit live
-// executions, and whose lock it can take; nil when there is none. It
+// executions, and whose lock it can take (under a limit, a key whose
+// first such job is locked offers none); nil when there is none. It
 // walks the available tree (the jobs without a key and each key's head)
 // and, for a key below its limit, that key's jobs, until no job left to
 // see can come before the best found. Caller holds mu.
@@ -108,17 +109,21 @@ func (m *machine) pick(now instant, limit int, passed map[*entry]bool) *entry {
 	var best *entry
 	var at claimItem
 	// consider takes it as the best so far if it comes first and its job
-	// can be taken, and reports whether it did.
-	consider := func(it claimItem) bool {
+	// can be taken, and reports whether it did, and whether the job was
+	// locked by another update.
+	consider := func(it claimItem) (taken, locked bool) {
 		e := it.e
-		if instantOf(e.job.NotBefore).compare(now) > 0 || passed[e] || !e.lock.TryLock() {
-			return false
+		if instantOf(e.job.NotBefore).compare(now) > 0 || passed[e] {
+			return false, false
+		}
+		if !e.lock.TryLock() {
+			return false, true
 		}
 		if best != nil {
 			best.lock.Unlock()
 		}
 		best, at = e, it
-		return true
+		return true, false
 	}
 	before := func(it claimItem) bool { return best == nil || claimLess(it, at) }
 	m.available.Ascend(func(it claimItem) bool {
@@ -130,7 +135,16 @@ func (m *machine) pick(now instant, limit int, passed map[*entry]bool) *entry {
 		case k == "":
 			consider(it)
 		case !m.atLimit(k, limit):
-			m.byKey[k].Ascend(func(kt claimItem) bool { return before(kt) && !consider(kt) })
+			// Under a limit, a key's job locked by another update (a claim
+			// in progress) keeps the key's later jobs back, so that the
+			// key's jobs are claimed in claim order.
+			m.byKey[k].Ascend(func(kt claimItem) bool {
+				if !before(kt) {
+					return false
+				}
+				taken, locked := consider(kt)
+				return !taken && !(locked && limit > 0)
+			})
 		}
 		return true
 	})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -48,8 +49,9 @@ func RunKeyLimits(t *testing.T, newStore NewStore) {
 	t.Run("StoreRefusesWrite", func(t *testing.T) { testKeyStoreRefuses(t, newStore) })
 	t.Run("LimitPerMachine", func(t *testing.T) { testKeyPerMachine(t, newStore) })
 	t.Run("ExpiredLeaseCountsUntilReclaimed", func(t *testing.T) { testKeyExpired(t, newStore) })
-	t.Run("ConcurrentClaims", func(t *testing.T) { testKeyConcurrent(t, newStore, false) })
-	t.Run("ConcurrentBatchClaims", func(t *testing.T) { testKeyConcurrent(t, newStore, true) })
+	t.Run("ConcurrentClaims", func(t *testing.T) { testKeyConcurrent(t, newStore, 2, false) })
+	t.Run("ConcurrentBatchClaims", func(t *testing.T) { testKeyConcurrent(t, newStore, 2, true) })
+	t.Run("ConcurrentClaimsOneAtATimeInOrder", func(t *testing.T) { testKeyConcurrent(t, newStore, 1, false) })
 	t.Run("NeverAboveLimit", func(t *testing.T) {
 		rapid.Check(t, func(rt *rapid.T) { propKeyLimit(rt, t, newStore) })
 	})
@@ -204,9 +206,11 @@ func testKeyExpired(t *testing.T, newStore NewStore) {
 // testKeyConcurrent runs several engines (as processes would) on one store
 // over the jobs of a few keys: each claims, notes the live executions of
 // the key it took, and finishes the job. The noted count never passes the
-// limit, and every job is done.
-func testKeyConcurrent(t *testing.T, newStore NewStore, batch bool) {
-	const limit, keys, perKey, engines = 2, 4, 25, 6
+// limit, and every job is done. With a limit of 1 the claims of a key are
+// linearizable: each key's jobs were claimed one at a time, in the order
+// they were created (their claim order).
+func testKeyConcurrent(t *testing.T, newStore NewStore, limit int, batch bool) {
+	const keys, perKey, engines = 4, 25, 6
 	s := newStore(t)
 	def, err := jobstate.NewDefinition(keySpec("keyed", limit))
 	require.NoError(t, err)
@@ -225,12 +229,14 @@ func testKeyConcurrent(t *testing.T, newStore NewStore, batch bool) {
 	}
 	var mu sync.Mutex
 	live := make(map[string]int)
+	claimed := make(map[string][]uuid.UUID)
 	most := 0
-	enter := func(k string) {
+	enter := func(k string, id uuid.UUID) {
 		mu.Lock()
 		defer mu.Unlock()
 		live[k]++
 		most = max(most, live[k])
+		claimed[k] = append(claimed[k], id)
 	}
 	leave := func(k string) {
 		mu.Lock()
@@ -268,7 +274,7 @@ func testKeyConcurrent(t *testing.T, newStore NewStore, batch bool) {
 				}
 				idle = 0
 				for _, c := range got {
-					enter(c.Job.ConcurrencyKey)
+					enter(c.Job.ConcurrencyKey, c.Job.ID)
 				}
 				for _, c := range got {
 					// The count leaves before the store's, so it is never
@@ -284,6 +290,24 @@ func testKeyConcurrent(t *testing.T, newStore NewStore, batch bool) {
 	}
 	wg.Wait()
 	assert.LessOrEqual(t, most, limit, "live executions of one key")
+	if limit == 1 {
+		for k := 0; k < keys; k++ {
+			var mine []jobstate.Job
+			for i := k; i < len(ids); i += keys {
+				j, err := s.Get(ctx, ids[i])
+				require.NoError(t, err)
+				mine = append(mine, j)
+			}
+			sort.Slice(mine, func(a, b int) bool { return claimsBefore(&mine[a], &mine[b]) })
+			var want []uuid.UUID
+			for _, j := range mine {
+				want = append(want, j.ID)
+			}
+			key := fmt.Sprint("k", k)
+			got := claimed[key]
+			assert.Equal(t, want[:len(got)], got, "key %s: its jobs claimed one at a time in claim order", key)
+		}
+	}
 	for _, id := range ids {
 		j, err := s.Get(ctx, id)
 		require.NoError(t, err)
