@@ -187,7 +187,9 @@ const MaxListLimit = 1000
 //   - ClaimNext and ClaimBatch never offer a candidate with a key whose
 //     live executions have reached ClaimQuery.MaxPerKey; the candidates of
 //     other keys, and those without a key, are offered as usual, in claim
-//     order;
+//     order. A key's candidates are offered in claim order too: while the
+//     first of them is locked by another update (a claim in progress),
+//     none of the key's later ones is offered;
 //   - Update refuses, writing nothing, a Write whose MaxPerKey is above
 //     zero, that raises the job's Leases, and that would take its key's
 //     sum above MaxPerKey: the error CheckKeyLimit returns (ErrKeyLimit).
