@@ -28,10 +28,34 @@ const sqlCandidates = `SELECT id, priority, due_s, due_ns, created_s, created_ns
  ORDER BY priority DESC, due_s, due_ns, created_s, created_ns, id
  LIMIT ?11`
 
+// sqlKeysAtLimit is the subquery of the keys of machine ?1 whose live
+// executions have reached ?12, read from jobs_key_live (a few entries: the
+// keyed jobs holding leases). SQLite runs it once per statement.
+const sqlKeysAtLimit = `SELECT concurrency_key FROM jobs INDEXED BY jobs_key_live
+ WHERE machine = ?1 AND leases > 0 AND concurrency_key <> ''
+ GROUP BY concurrency_key HAVING sum(leases) >= ?12`
+
+// sqlCandidatesKeyed is sqlCandidates for a machine with a limit per
+// concurrency key (?12): it passes over the jobs whose key is at the
+// limit, testing each entry's key from jobs_claim itself.
+const sqlCandidatesKeyed = `SELECT id, priority, due_s, due_ns, created_s, created_ns FROM jobs INDEXED BY jobs_claim
+ WHERE kind = 2 AND machine = ?1
+ AND (not_before_s, not_before_ns) <= (?2, ?3)
+ AND (?10 = 0 OR priority < ?4 OR (priority = ?4 AND (due_s, due_ns, created_s, created_ns, id) > (?5, ?6, ?7, ?8, ?9)))
+ AND concurrency_key NOT IN (` + sqlKeysAtLimit + `)
+ ORDER BY priority DESC, due_s, due_ns, created_s, created_ns, id
+ LIMIT ?11`
+
 // sqlAnyDue says whether a machine has a due ready job, from the partial
 // index jobs_ready_at.
 const sqlAnyDue = `SELECT EXISTS (SELECT 1 FROM jobs WHERE kind = 2 AND machine = ?1
  AND (not_before_s, not_before_ns) <= (?2, ?3))`
+
+// sqlAnyDueKeyed says whether a machine with a limit per concurrency key
+// (?12) has a due ready job whose key is below it, from jobs_claim.
+const sqlAnyDueKeyed = `SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_claim WHERE kind = 2 AND machine = ?1
+ AND (not_before_s, not_before_ns) <= (?2, ?3)
+ AND concurrency_key NOT IN (` + sqlKeysAtLimit + `))`
 
 // claimKey is a job's place in claim order.
 type claimKey struct {
@@ -42,7 +66,13 @@ type claimKey struct {
 
 // ClaimNext implements jobstate.Store: one transaction on the writer
 // offering the candidates, read in claim order from the claim index a
-// page at a time, each re-read whole before it is offered.
+// page at a time, each re-read whole before it is offered. With
+// q.MaxPerKey above zero, a candidate whose concurrency key holds
+// q.MaxPerKey live executions is not offered (jobstate.KeyLimiter): the
+// page passes over the keys at the limit when it is read, and each
+// keyed candidate's count is read again in the transaction before it is
+// offered, since a job taken earlier in the batch, or a call a function
+// made, may have changed it.
 func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstate.UpdateFunc) (jobstate.Job, error) {
 	jobs, err := s.claim(ctx, q, 1, fn)
 	if err != nil {
@@ -115,6 +145,13 @@ func (s *Store) claim(ctx context.Context, q jobstate.ClaimQuery, n int, fn jobs
 				if !snap.Job.Due(q.Now) || snap.Job.Machine != q.Machine {
 					continue // moved by a call an earlier function made
 				}
+				full, err := s.atKeyLimit(fctx, st, &snap.Job, q.MaxPerKey)
+				if err != nil {
+					return err
+				}
+				if full {
+					continue // its key reached the limit in this transaction
+				}
 				offers++
 				job, err := s.runFn(fctx, st, &snap, fn)
 				switch {
@@ -148,8 +185,12 @@ func (s *Store) candidates(ctx context.Context, st *txState, q jobstate.ClaimQue
 	if c.id == nil {
 		c.id = idArg(uuid.Nil)
 	}
-	rows, err := s.tx(st).QueryContext(ctx, sqlCandidates, q.Machine, now, nowNs,
-		c.priority, c.dueS, c.dueNs, c.crS, c.crN, c.id, set, limit)
+	args := []any{q.Machine, now, nowNs, c.priority, c.dueS, c.dueNs, c.crS, c.crN, c.id, set, limit}
+	stmt := sqlCandidates
+	if q.MaxPerKey > 0 {
+		stmt, args = sqlCandidatesKeyed, append(args, q.MaxPerKey)
+	}
+	rows, err := s.tx(st).QueryContext(ctx, stmt, args...)
 	if err != nil {
 		return nil, s.fail(ctx, "claim", err)
 	}
@@ -168,15 +209,22 @@ func (s *Store) candidates(ctx context.Context, st *txState, q jobstate.ClaimQue
 	return out, nil
 }
 
-// anyDue reports whether q's machine has a due ready job, as a reader
-// sees the database.
+// anyDue reports whether q's machine has a due ready job (under
+// q.MaxPerKey, one whose key is below it), as a reader sees the database.
 func (s *Store) anyDue(ctx context.Context, q jobstate.ClaimQuery) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
 	now, nowNs := encTime(q.Now)
+	stmt, args := sqlAnyDue, []any{q.Machine, now, nowNs}
+	if q.MaxPerKey > 0 {
+		// ?4 … ?11 are unused: the limit keeps its number (?12) in the
+		// subquery both statements share.
+		stmt = sqlAnyDueKeyed
+		args = append(args, nil, nil, nil, nil, nil, nil, nil, nil, q.MaxPerKey)
+	}
 	var due bool
-	if err := (readQ{s}).QueryRowContext(ctx, sqlAnyDue, q.Machine, now, nowNs).Scan(&due); err != nil {
+	if err := (readQ{s}).QueryRowContext(ctx, stmt, args...).Scan(&due); err != nil {
 		return false, s.fail(ctx, "claim", err)
 	}
 	return due, nil

@@ -78,14 +78,15 @@ const jobColumns = `id, machine, state, kind, outcome, payload, result, version,
  priority, created_s, created_ns, updated_s, updated_ns, started_s, started_ns,
  completed_s, completed_ns, not_before_s, not_before_ns, deadline_s, deadline_ns, leases,
  lease_expires_s, lease_expires_ns, heartbeat_s, heartbeat_ns, committed,
- cancel_requested, wake_s, wake_ns, sweep_failures, sweep_retry_s, sweep_retry_ns`
+ cancel_requested, wake_s, wake_ns, sweep_failures, sweep_retry_s, sweep_retry_ns,
+ concurrency_key`
 
 // jobWriteColumns lists the columns a job is written to, in the order of
 // jobArgs: jobColumns and the claim order's due time.
 const jobWriteColumns = jobColumns + `, due_s, due_ns`
 
 // jobColumnCount is the number of jobWriteColumns.
-const jobColumnCount = 49
+const jobColumnCount = 50
 
 // jobArgs returns the values of jobWriteColumns for j. An invalid kind is
 // refused with jobstate.ErrInvalidArgument.
@@ -112,6 +113,7 @@ func jobArgs(j *jobstate.Job) ([]any, error) {
 		completed, completedNs, notBefore, notBeforeNs, deadline, deadlineNs, int64(j.Leases),
 		leaseExp, leaseExpNs, hb, hbNs, nullID(j.Committed),
 		boolArg(j.CancelRequested), wake, wakeNs, int64(j.SweepFailures), retry, retryNs,
+		j.ConcurrencyKey,
 		due, dueNs,
 	}, nil
 }
@@ -129,6 +131,7 @@ type jobRow struct {
 	boFactor                                        float64
 	ownBackoff, cancelRequested                     bool
 	lastError, errorClass, key, fingerprint, owner  string
+	concurrencyKey                                  string
 	priority, leases, sweepFailures                 int64
 	created, updated, started, completed, notBefore pair
 	deadline, leaseExp, heartbeat, sweepRetry       pair
@@ -142,7 +145,11 @@ type pair struct{ s, ns int64 }
 
 func (p pair) time() time.Time { return decTime(p.s, p.ns) }
 
-func (r *jobRow) dest() []any {
+func (r *jobRow) dest() []any { return append(r.base(), &r.concurrencyKey) }
+
+// base is the scan target of the columns of schema version 1, in the
+// table's order: jobColumns without the concurrency key.
+func (r *jobRow) base() []any {
 	return []any{
 		&r.id, &r.machine, &r.state, &r.kind, &r.outcome, &r.payload, &r.result, &r.version, &r.attempt,
 		&r.retryCount, &r.maxRetries, &r.boKind, &r.boInitial, &r.boFactor, &r.boMax,
@@ -154,9 +161,10 @@ func (r *jobRow) dest() []any {
 	}
 }
 
-// destAll is dest with the due time after it: every column of jobs, in
-// the table's order, for SELECT *.
-func (r *jobRow) destAll() []any { return append(r.dest(), &r.due.s, &r.due.ns) }
+// destAll is every column of jobs, in the table's order, for SELECT *:
+// the columns of version 1, the due time, then the concurrency key
+// (added by version 2, after them).
+func (r *jobRow) destAll() []any { return append(r.base(), &r.due.s, &r.due.ns, &r.concurrencyKey) }
 
 func (r *jobRow) job() (jobstate.Job, error) {
 	id, err := decID(r.id)
@@ -190,6 +198,7 @@ func (r *jobRow) job() (jobstate.Job, error) {
 		Leases: int(r.leases), LeaseExpiresAt: r.leaseExp.time(), HeartbeatAt: r.heartbeat.time(),
 		Committed: committed, CancelRequested: r.cancelRequested, WakeAt: wake,
 		SweepFailures: int(r.sweepFailures), SweepRetryAt: r.sweepRetry.time(),
+		ConcurrencyKey: r.concurrencyKey,
 	}, nil
 }
 

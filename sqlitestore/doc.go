@@ -14,8 +14,10 @@
 // commit or roll back together.
 //
 // It has every optional capability of jobstate: batch claims and
-// creations in one transaction, listing, counts, pruning, and
-// notifications to the workers of the same process. A file that cannot
+// creations in one transaction, listing, counts, pruning, limits of
+// live executions per concurrency key (Policy.MaxPerKey, enforced in the
+// claim's transaction), and notifications to the workers of the same
+// process. A file that cannot
 // be written (a full disk, a read-only file or directory) gives a
 // *jobstate.UnavailableError naming the cause (ErrDiskFull, ErrReadOnly,
 // …), and leaves the database as it was.

@@ -57,7 +57,7 @@ func migrations() ([]migration, error) {
 }
 
 // SchemaVersion is the schema version this package's migrations lead to.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Migrate brings the schema of the database db is open on to
 // SchemaVersion and returns the versions it applied (none when the

@@ -69,7 +69,7 @@ func (o Options) synchronous() (string, error) {
 // Store is a jobstate.Store in one SQLite database file, through a pure-Go
 // driver (modernc.org/sqlite: no C toolchain is needed), with every
 // optional capability of jobstate: Counter, Pruner, BatchClaimer,
-// BatchCreator, Notifier (within the process) and Lister.
+// BatchCreator, Notifier (within the process), Lister and KeyLimiter.
 //
 // The database runs in WAL mode. Every write (Create, Update, ClaimNext,
 // ClaimBatch, CreateBatch, Prune) is one transaction on the store's one

@@ -16,9 +16,10 @@ import (
 // The statements of the write path.
 var (
 	// The reads of a job, its executions and effects select every column
-	// (*: the tables' columns are in the order of jobWriteColumns,
-	// execColumns and effectColumns): the driver parses each statement
-	// every time it runs, and a short one is less to parse.
+	// (*: the jobs table's columns are in the order jobRow.destAll scans,
+	// the others' in the order of execColumns and effectColumns): the
+	// driver parses each statement every time it runs, and a short one is
+	// less to parse.
 	sqlGetJob     = `SELECT * FROM jobs WHERE id = ?`
 	sqlGetExecs   = `SELECT * FROM executions WHERE job_id = ? ORDER BY rowid`
 	sqlGetEffects = `SELECT * FROM effects WHERE job_id = ? ORDER BY rowid`
@@ -165,8 +166,9 @@ func (s *Store) Update(ctx context.Context, id uuid.UUID, fn jobstate.UpdateFunc
 }
 
 // runFn calls fn on snap and applies the Write it returns, unless the
-// contract refuses it (jobstate.CheckWrite), and returns the job as
-// written. Once fn returned, the write runs whatever fctx says.
+// contract refuses it (jobstate.CheckWrite) or it would take the job's
+// concurrency key above the limit it carries (jobstate.CheckKeyLimit,
+// counted in the same transaction), and returns the job as written. Once fn returned, the write runs whatever fctx says.
 func (s *Store) runFn(fctx context.Context, st *txState, snap *jobstate.Snapshot, fn jobstate.UpdateFunc) (jobstate.Job, error) {
 	w, err := fn(fctx, *snap)
 	if err != nil {
@@ -178,6 +180,9 @@ func (s *Store) runFn(fctx context.Context, st *txState, snap *jobstate.Snapshot
 		return *cur, nil
 	}
 	if err := jobstate.CheckWrite(*snap, w); err != nil {
+		return jobstate.Job{}, err
+	}
+	if err := s.checkKeyLimit(fctx, st, cur, &w); err != nil {
 		return jobstate.Job{}, err
 	}
 	if err := s.apply(context.WithoutCancel(fctx), st, cur, &w); err != nil {
