@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -172,7 +173,13 @@ func (t *Tree) zip(b *Built) error {
 			haveSum = true
 			entries = append(entries, zipEntry{rel: r, data: b.GoSum})
 		default:
-			entries = append(entries, zipEntry{rel: r, file: filepath.Join(t.Root, filepath.FromSlash(path.Join(m.Dir, r)))})
+			// Read now, so that the size declared in the zip is that of
+			// the content written even if the file changes meanwhile.
+			data, err := os.ReadFile(filepath.Join(t.Root, filepath.FromSlash(path.Join(m.Dir, r))))
+			if err != nil {
+				return fmt.Errorf("release: zip of %s: %w", m.Dir, err)
+			}
+			entries = append(entries, zipEntry{rel: r, data: data})
 		}
 	}
 	if !haveSum && len(b.GoSum) > 0 {

@@ -134,27 +134,22 @@ func (t *Tree) moduleFiles(dir string) ([]string, error) {
 	return files, nil
 }
 
-// zipEntry is a file of a module zip: one of the work tree, or content
-// that replaces it (a go.mod or go.sum as released).
+// zipEntry is a file of a module zip, its content read into memory.
 type zipEntry struct {
 	rel  string // path relative to the module's directory
-	file string // the file on disk ("" for data)
-	data []byte // content, when file is ""
+	data []byte
 }
 
+// Path returns the file's path relative to the module's directory.
 func (e zipEntry) Path() string { return e.rel }
 
+// Lstat describes the file as a regular file of its content's size.
 func (e zipEntry) Lstat() (os.FileInfo, error) {
-	if e.file != "" {
-		return os.Lstat(e.file)
-	}
 	return dataInfo{name: path.Base(e.rel), size: int64(len(e.data))}, nil
 }
 
+// Open returns a reader of the file's content.
 func (e zipEntry) Open() (io.ReadCloser, error) {
-	if e.file != "" {
-		return os.Open(e.file)
-	}
 	return io.NopCloser(bytes.NewReader(e.data)), nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,8 +40,10 @@ func loadRepo(t *testing.T) *Tree {
 	return tree
 }
 
-// copyTree copies the files of the repository's work tree (those a
-// commit of it would hold) into a temporary directory and returns it.
+// copyTree copies the Go files, go.mod and go.sum files of the
+// repository's work tree (of those a commit of it would hold) into a
+// temporary directory and returns it: what the tool reads of a tree, and
+// what the go command needs of a module to tidy it.
 func copyTree(t *testing.T) string {
 	t.Helper()
 	src := loadRepo(t)
@@ -50,6 +53,9 @@ func copyTree(t *testing.T) string {
 	}
 	dst := t.TempDir()
 	for _, f := range files {
+		if base := path.Base(f); !strings.HasSuffix(base, ".go") && base != "go.mod" && base != "go.sum" {
+			continue
+		}
 		data, err := os.ReadFile(filepath.Join(src.Root, filepath.FromSlash(f)))
 		if err != nil {
 			t.Fatal(err)

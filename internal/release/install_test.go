@@ -23,7 +23,6 @@ const serviceMain = `package main
 import (
 	"context"
 	"errors"
-	"errors"
 	"fmt"
 	"os"
 	"time"
