@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -29,18 +30,38 @@ func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstat
 	taken := false
 	err := s.inTxSync(ctx, "claim", s.opts.DurableClaims, func(tx *connTx) (*pgx.Batch, error) {
 		passed := []uuid.UUID{}
-		for offers := 0; q.Limit <= 0 || offers < q.Limit; offers++ {
+		keys := claimKeys{limit: q.MaxPerKey, passed: []string{}}
+		for offers := 0; q.Limit <= 0 || offers < q.Limit; {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			snaps, err := s.claimSnapshots(ctx, tx, "SAVEPOINT jobstate_offer", q.Machine, now, nowNs, passed, 1)
+			snaps, err := s.claimSnapshots(ctx, tx, "SAVEPOINT jobstate_offer", q.Machine, now, nowNs, passed, &keys, 1)
 			if err != nil {
 				return nil, s.fail(ctx, "claim", err)
 			}
 			if len(snaps) == 0 {
 				return nil, nil
 			}
-			w, err := s.callFn(ctx, tx, &snaps[0], fn, &out)
+			var live *int
+			if k := snaps[0].Job.ConcurrencyKey; k != "" && keys.limit > 0 {
+				// The claim statement took the key's lock: count.
+				counts, err := s.gateKeys(ctx, tx, q.Machine, []string{k})
+				if err != nil {
+					return nil, s.fail(ctx, "claim: counting the concurrency key", err)
+				}
+				n := counts[k]
+				if n >= keys.limit {
+					// At its limit: its jobs are not offered.
+					if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT jobstate_offer; RELEASE SAVEPOINT jobstate_offer"); err != nil {
+						return nil, s.fail(ctx, "claim: passing over a key", err)
+					}
+					keys.passed = append(keys.passed, k)
+					continue
+				}
+				live = &n
+			}
+			offers++
+			w, err := s.callFn(ctx, tx, &snaps[0], fn, &out, live)
 			if err == nil {
 				taken = true
 				return w, nil
@@ -68,13 +89,28 @@ func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstat
 // not in excluded, and reads their snapshots, in one round trip (after
 // prefix, a statement sent first when not empty). The claim statement
 // leaves the ids it locked in a transaction-local setting, from which
-// the reads take them.
-func (s *Store) claimSnapshots(ctx context.Context, tx *connTx, prefix, machine string, now pgtype.Timestamptz, nowNs int16, excluded []uuid.UUID, n int) ([]jobstate.Snapshot, error) {
+// the reads take them. With a limit per key (keys.limit above zero), the
+// jobs of a key at its limit, or in keys.passed, are left out; without,
+// the statement is the claim of a machine without keys.
+func (s *Store) claimSnapshots(ctx context.Context, tx *connTx, prefix, machine string, now pgtype.Timestamptz, nowNs int16, excluded []uuid.UUID, keys *claimKeys, n int) ([]jobstate.Snapshot, error) {
+	lock, args := s.sql.claim, []any{machine, now, nowNs, excluded, n}
+	if keys.limit > 0 {
+		lock, args = s.sql.claimKeyed, append(args, keys.limit, keys.passed, s.keyLockPrefix(machine))
+	}
 	return s.loadSnapshots(ctx, tx, snapshotQuery{
 		prefix: prefix,
-		lock:   s.sql.claim, lockArgs: []any{machine, now, nowNs, excluded, n},
+		lock:   lock, lockArgs: args,
 		execs: s.sql.claimExecs, effects: s.sql.claimEffs, readArgs: []any{claimedSetting},
 	})
+}
+
+// claimKeys is what a claim knows of the concurrency keys: the limit per
+// key (0: none), the keys whose jobs it passes over (at the limit), and
+// the live executions of the keys it counted, with its own claims.
+type claimKeys struct {
+	limit  int
+	passed []string
+	live   map[string]int
 }
 
 // claimedSetting is the transaction-local setting in which the claim
@@ -104,6 +140,7 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 	err := s.inTxSync(ctx, "claim batch", s.opts.DurableClaims, func(tx *connTx) (*pgx.Batch, error) {
 		lazy := newLazyTx(tx)
 		excluded := []uuid.UUID{}
+		keys := claimKeys{limit: q.MaxPerKey, passed: []string{}, live: map[string]int{}}
 		writes := &pgx.Batch{}
 		var many multiWrite
 		results = nil
@@ -113,15 +150,34 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 			if q.Limit > 0 && q.Limit-offers < want {
 				want = q.Limit - offers
 			}
-			snaps, err := s.claimSnapshots(ctx, tx, "", q.Machine, now, nowNs, excluded, want)
+			snaps, err := s.claimSnapshots(ctx, tx, "", q.Machine, now, nowNs, excluded, &keys, want)
 			if err != nil {
 				return nil, s.fail(ctx, "claim batch", err)
 			}
+			if err := s.gateBatch(ctx, tx, q.Machine, &keys, snaps); err != nil {
+				return nil, s.fail(ctx, "claim batch: locking the concurrency keys", err)
+			}
 			for i := range snaps {
-				offers++
 				excluded = append(excluded, snaps[i].Job.ID)
+				var live *int
+				if k := snaps[i].Job.ConcurrencyKey; k != "" && keys.limit > 0 {
+					n := keys.live[k]
+					if n >= keys.limit {
+						// Passed over (it stays locked until the batch
+						// ends), with the rest of its key.
+						if !slices.Contains(keys.passed, k) {
+							keys.passed = append(keys.passed, k)
+						}
+						continue
+					}
+					live = &n
+				}
+				offers++
 				end, _ := lazy.Savepoint(ctx)
 				w, err := fn(s.fnContext(ctx, lazy), snaps[i])
+				if err == nil {
+					err = s.checkKey(ctx, lazy, &snaps[i], &w, live)
+				}
 				if err != nil {
 					if eerr := end(false); eerr != nil {
 						return nil, eerr
@@ -137,6 +193,9 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 				j := new(jobstate.Job)
 				if err := s.stage(&snaps[i], &w, j, &many, writes); err != nil {
 					return nil, err
+				}
+				if live != nil {
+					keys.live[snaps[i].Job.ConcurrencyKey] += w.Job.Leases - snaps[i].Job.Leases
 				}
 				results = append(results, j)
 			}
@@ -157,4 +216,32 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 		out[i] = *j
 	}
 	return out, nil
+}
+
+// gateBatch counts the live executions of the concurrency keys of snaps
+// that the batch has not counted yet (keys.live), whose locks the claim
+// statement took. Nothing is sent without a limit, or when every key is
+// counted already. Its errors are the driver's.
+func (s *Store) gateBatch(ctx context.Context, tx *connTx, machine string, keys *claimKeys, snaps []jobstate.Snapshot) error {
+	if keys.limit <= 0 {
+		return nil
+	}
+	var want []string
+	for i := range snaps {
+		k := snaps[i].Job.ConcurrencyKey
+		if _, counted := keys.live[k]; k != "" && !counted {
+			want = append(want, k)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	counts, err := s.gateKeys(ctx, tx, machine, want)
+	if err != nil {
+		return err
+	}
+	for _, k := range want {
+		keys.live[k] = counts[k]
+	}
+	return nil
 }

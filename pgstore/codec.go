@@ -87,14 +87,15 @@ const jobColumns = `id, machine, state, kind, outcome, payload, result, version,
  priority, created_at, created_ns, updated_at, updated_ns, started_at, started_ns,
  completed_at, completed_ns, not_before, not_before_ns, deadline, deadline_ns, leases,
  lease_expires_at, lease_expires_ns, heartbeat_at, heartbeat_ns, committed,
- cancel_requested, wake_at, wake_ns, sweep_failures, sweep_retry_at, sweep_retry_ns`
+ cancel_requested, wake_at, wake_ns, sweep_failures, sweep_retry_at, sweep_retry_ns,
+ concurrency_key`
 
 // jobWriteColumns lists the columns a job is written to, in the order of
 // jobArgs: jobColumns and the claim order's due time.
 const jobWriteColumns = jobColumns + `, due_at, due_ns`
 
 // jobPlaceholders is "$1, ..., $n" for jobWriteColumns.
-var jobPlaceholders = placeholders(1, 49)
+var jobPlaceholders = placeholders(1, 50)
 
 func placeholders(from, n int) string {
 	b := make([]byte, 0, n*5)
@@ -132,7 +133,7 @@ func jobArgs(j *jobstate.Job) ([]any, error) {
 		completed, completedNs, notBefore, notBeforeNs, deadline, deadlineNs, j.Leases,
 		leaseExp, leaseExpNs, hb, hbNs, encUUID(j.Committed),
 		j.CancelRequested, wake, wakeNs, j.SweepFailures, retry, retryNs,
-		due, dueNs,
+		j.ConcurrencyKey, due, dueNs,
 	}, nil
 }
 
@@ -148,6 +149,7 @@ type jobRow struct {
 	boFactor                                        float64
 	ownBackoff                                      bool
 	lastError, errorClass, key, fingerprint, owner  string
+	concurrencyKey                                  string
 	priority, leases, sweepFailures                 int64
 	created, updated, started, completed, notBefore tsPair
 	deadline, leaseExp, heartbeat, wake, sweepRetry tsPair
@@ -164,6 +166,7 @@ func (r *jobRow) dest() []any {
 		&r.completed.ts, &r.completed.ns, &r.notBefore.ts, &r.notBefore.ns, &r.deadline.ts, &r.deadline.ns, &r.leases,
 		&r.leaseExp.ts, &r.leaseExp.ns, &r.heartbeat.ts, &r.heartbeat.ns, &r.committed,
 		&r.cancelRequested, &r.wake.ts, &r.wake.ns, &r.sweepFailures, &r.sweepRetry.ts, &r.sweepRetry.ns,
+		&r.concurrencyKey,
 	}
 }
 
@@ -187,6 +190,7 @@ func (r *jobRow) job() (jobstate.Job, error) {
 		Leases: int(r.leases), LeaseExpiresAt: r.leaseExp.time(), HeartbeatAt: r.heartbeat.time(),
 		Committed: decUUID(r.committed), CancelRequested: r.cancelRequested, WakeAt: r.wake.time(),
 		SweepFailures: int(r.sweepFailures), SweepRetryAt: r.sweepRetry.time(),
+		ConcurrencyKey: r.concurrencyKey,
 	}, nil
 }
 

@@ -23,7 +23,7 @@ const (
 	defaultNegInf                   // DEFAULT '-infinity'
 )
 
-// jobDefaults are the defaults of jobWriteColumns (migrations 1 to 3).
+// jobDefaults are the defaults of jobWriteColumns (migrations 1 to 4).
 var jobDefaults = map[string]colDefault{
 	"outcome": defaultEmpty, "payload": defaultNull, "result": defaultNull,
 	"attempt": defaultZero, "retry_count": defaultZero, "max_retries": defaultZero,
@@ -41,6 +41,7 @@ var jobDefaults = map[string]colDefault{
 	"committed": defaultNull, "cancel_requested": defaultZero,
 	"wake_at": defaultNull, "wake_ns": defaultZero, "sweep_failures": defaultZero,
 	"sweep_retry_at": defaultNegInf, "sweep_retry_ns": defaultZero, "due_ns": defaultZero,
+	"concurrency_key": defaultEmpty,
 }
 
 // transitionDefaults are the defaults of transitionColumns.

@@ -97,6 +97,7 @@ func HotSQL(s *Store) map[string]string {
 		"lock": q.lock, "lockMany": q.lockMany, "snapExecs": q.snapExecs, "snapEffects": q.snapEffects,
 		"updateJob": q.updateJob, "updateMany": q.updateMany, "updateExec": q.updateExec, "updateExecs": q.updateExecs,
 		"insertTransitions": q.insertTransitions, "holder": q.holder, "get": q.get,
+		"claimKeyed": q.claimKeyed, "keyLive": q.keyLive,
 	}
 }
 

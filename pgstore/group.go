@@ -379,6 +379,11 @@ func (g *grouper) runGroup(ms []*member) {
 		rollback(tx)
 		return
 	}
+	if err := s.lockGroupKeys(tx, grp.snaps); err != nil {
+		rollback(tx)
+		alone(grp.members)
+		return
+	}
 	grp.out = make([]jobstate.Job, n)
 	grp.ok = make([]bool, n)
 	grp.errs = make([]error, n)
@@ -407,6 +412,27 @@ func (s *Store) lockGroup(tx *connTx, ids []uuid.UUID) (map[uuid.UUID]*jobstate.
 		out[snaps[i].Job.ID] = &snaps[i]
 	}
 	return out, nil
+}
+
+// lockGroupKeys takes the locks of the concurrency keys of the group's
+// ready jobs, the jobs whose functions may claim them, waiting for each,
+// in one statement and a fixed order, before any function runs: a group
+// that waits for a key holds no other, so two groups cannot wait for
+// each other. A member's write that raises its job's leases under a limit
+// then counts its key's live executions without waiting (checkKey).
+func (s *Store) lockGroupKeys(tx *connTx, snaps []jobstate.Snapshot) error {
+	var names []string
+	for i := range snaps {
+		if j := &snaps[i].Job; j.ConcurrencyKey != "" && j.Kind == jobstate.KindReady {
+			names = append(names, s.keyLockName(j.Machine, j.ConcurrencyKey))
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
+	defer cancel()
+	return s.waitKeys(ctx, tx, names)
 }
 
 func (grp *group) spName(i int) string { return "pgstore_g" + strconv.Itoa(i) }
@@ -479,6 +505,29 @@ func (grp *group) runMember(i int) {
 			grp.errs[i] = &jobstate.UnavailableError{Op: "update", Err: r.err}
 		}
 		return
+	}
+	if needsKeyCheck(&snap.Job, &r.w) {
+		// The key's live executions, counted in the group's transaction
+		// once what it queued before has gone (the key's lock is the
+		// group's already: lockGroupKeys).
+		if err := grp.send(false); err != nil {
+			grp.errs[i] = grp.errFor(m)
+			return
+		}
+		j := &snap.Job
+		gctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
+		counts, err := s.gateKeys(gctx, grp.tx, j.Machine, []string{j.ConcurrencyKey})
+		cancel()
+		if err != nil {
+			grp.breakWith(err, inTransaction)
+			grp.errs[i] = grp.errFor(m)
+			return
+		}
+		if err := jobstate.CheckKeyLimit(*j, r.w, counts[j.ConcurrencyKey]); err != nil {
+			grp.undo(i, queued)
+			grp.errs[i] = err
+			return
+		}
 	}
 	seg := segment{member: i, stmts: queued}
 	var many *multiWrite

@@ -3,10 +3,14 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -23,16 +27,15 @@ func TestSchemaVersionIsTheLastMigration(t *testing.T) {
 	assert.Equal(t, pgstore.SchemaVersion, n)
 }
 
-// TestMigrateFromVersion1: a schema written by version 1, holding jobs,
-// is brought to the current version with its jobs intact: the foreign
-// keys are gone, the owner and key indexes are partial, and the store
-// works on it.
+// TestMigrateFromVersion1: a schema written by version 1, holding jobs
+// (written by the store in a current schema and copied into it, column by
+// column), is brought to the current version with its jobs intact: the
+// foreign keys are gone, the owner and key indexes are partial, and the
+// store works on it.
 func TestMigrateFromVersion1(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t) + "_v1"
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
-	require.NoError(t, pgstore.MigrateUpTo(ctx, pool, pgstore.Options{Schema: schema}, 1))
+	schema, src := olderSchema(t, pool, "_v1", 1)
 
 	foreignKeys := func() int {
 		var n int
@@ -42,7 +45,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 	require.Equal(t, 4, foreignKeys(), "version 1 has its foreign keys")
 
-	open := func() *jobstate.Engine {
+	open := func(schema string) *jobstate.Engine {
 		store, err := pgstore.New(pool, pgstore.Options{Schema: schema})
 		require.NoError(t, err)
 		t.Cleanup(store.Close)
@@ -52,17 +55,18 @@ func TestMigrateFromVersion1(t *testing.T) {
 		require.NoError(t, err)
 		return eng
 	}
-	eng := open()
+	eng := open(src)
 	c, err := eng.Create(ctx, jobstate.NewJob{Machine: "work", Key: "k", Owner: "alice"})
 	require.NoError(t, err)
 	cl, err := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "work", Worker: "w"})
 	require.NoError(t, err)
 	_, err = eng.Succeed(ctx, cl.Lease, jobstate.CommitInput{})
 	require.NoError(t, err)
+	copyRows(t, pool, src, schema)
 
 	applied, err := pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
 	require.NoError(t, err)
-	assert.Equal(t, []int{2, 3}, applied)
+	assert.Equal(t, []int{2, 3, 4}, applied)
 	assert.Zero(t, foreignKeys())
 	for _, index := range []string{"jobs_owner", "jobs_key"} {
 		var def string
@@ -70,7 +74,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 		assert.Contains(t, def, "WHERE", "%s is partial", index)
 	}
 
-	eng = open()
+	eng = open(schema)
 	j, err := eng.Get(ctx, c.Job.ID)
 	require.NoError(t, err)
 	assert.Equal(t, jobstate.State("done"), j.State)
@@ -88,8 +92,9 @@ func TestMigrateFromVersion1(t *testing.T) {
 	assert.Equal(t, c.Job.ID.String(), holder, "the key row survived the migration")
 }
 
-// TestMigrateFromVersion2: a schema written by version 2, holding jobs in
-// every state of their machine (ready, leased, committed, retried, done,
+// TestMigrateFromVersion2: a schema written by version 2 (its rows
+// written by the store in a current schema and copied into it), holding
+// jobs in every state of their machine (ready, leased, committed, retried, done,
 // failed, cancelled while leased), with their history, executions,
 // effects and idempotency keys, is brought to the current version; every
 // job reads back as it was, lookups by id walk the primary key alone,
@@ -97,16 +102,14 @@ func TestMigrateFromVersion1(t *testing.T) {
 func TestMigrateFromVersion2(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t) + "_v2"
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
-	require.NoError(t, pgstore.MigrateUpTo(ctx, pool, pgstore.Options{Schema: schema}, 2))
+	schema, src := olderSchema(t, pool, "_v2", 2)
 
 	clock := jobstate.NewManualClock(epoch)
 	spec := workSpec()
 	spec.Effects = []jobstate.EffectSpec{{Name: "receipt", In: []jobstate.State{"running", "done"},
 		Run: func(context.Context, jobstate.Job) error { return nil }}}
 	spec.Rules = append(spec.Rules, jobstate.Rule{From: []jobstate.State{"queued", "running"}, Event: "cancel", To: "failed"})
-	open := func() *jobstate.Engine {
+	open := func(schema string) *jobstate.Engine {
 		store, err := pgstore.New(pool, pgstore.Options{Schema: schema})
 		require.NoError(t, err)
 		t.Cleanup(store.Close)
@@ -116,7 +119,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 		require.NoError(t, err)
 		return eng
 	}
-	eng := open()
+	eng := open(src)
 	claim := func() jobstate.Claimed {
 		t.Helper()
 		clock.Advance(time.Millisecond)
@@ -197,16 +200,17 @@ func TestMigrateFromVersion2(t *testing.T) {
 	require.Len(t, before[done].effects, 1)
 	require.Len(t, before[retried].execs, 1)
 
+	copyRows(t, pool, src, schema)
 	applied, err := pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
 	require.NoError(t, err)
-	assert.Equal(t, []int{3}, applied)
+	assert.Equal(t, []int{3, 4}, applied)
 	for _, index := range []string{"jobs_machine_state", "jobs_created", "jobs_updated"} {
 		var def string
 		require.NoError(t, pool.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = $2`, schema, index).Scan(&def))
 		assert.NotContains(t, def, " id)", "%s no longer ends in the id", index)
 	}
 
-	eng = open()
+	eng = open(schema)
 	assert.Equal(t, before, read(eng), "every job reads back as it was")
 	for key, id := range map[string]uuid.UUID{"done": done, "failed": failed, "ready": ready} {
 		var holder uuid.UUID
@@ -240,4 +244,47 @@ func TestMigrateFromVersion2(t *testing.T) {
 	}
 	_, err = eng.Apply(ctx, done, "receipt", jobstate.Call{Actor: "w"})
 	require.ErrorIs(t, err, jobstate.ErrEffectApplied, "the effect recorded before the migration still counts")
+}
+
+// olderSchema returns a fresh schema at version v, and a fresh schema at
+// the current version, both dropped when the test ends: the store writes
+// jobs in the second, and copyRows puts them in the first.
+func olderSchema(t *testing.T, pool *pgxpool.Pool, suffix string, v int) (older, current string) {
+	t.Helper()
+	ctx := context.Background()
+	older = pgtest.Schema(t) + suffix
+	current = older + "_src"
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+older+" CASCADE; DROP SCHEMA IF EXISTS "+current+" CASCADE")
+	})
+	require.NoError(t, pgstore.MigrateUpTo(ctx, pool, pgstore.Options{Schema: older}, v))
+	_, err := pgstore.Migrate(ctx, pool, pgstore.Options{Schema: current})
+	require.NoError(t, err)
+	return older, current
+}
+
+// copyRows copies every row of the store's tables from schema from into
+// schema to, in the columns to's tables have, identity values included
+// (and its sequences moved past them), as the older release that created
+// to would have written them.
+func copyRows(t *testing.T, pool *pgxpool.Pool, from, to string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, table := range []string{"jobs", "executions", "transitions", "effects", "idempotency_keys"} {
+		var cols []string
+		rows, err := pool.Query(ctx, `SELECT quote_ident(column_name) FROM information_schema.columns
+ WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`, to, table)
+		require.NoError(t, err)
+		cols, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		list := strings.Join(cols, ", ")
+		_, err = pool.Exec(ctx, fmt.Sprintf("INSERT INTO %s (%s) OVERRIDING SYSTEM VALUE SELECT %s FROM %s",
+			pgx.Identifier{to, table}.Sanitize(), list, list, pgx.Identifier{from, table}.Sanitize()))
+		require.NoError(t, err, table)
+	}
+	for _, table := range []string{"executions", "effects"} {
+		name := pgx.Identifier{to, table}.Sanitize()
+		_, err := pool.Exec(ctx, fmt.Sprintf("SELECT setval(pg_get_serial_sequence('%s', 'seq'), coalesce(max(seq), 0) + 1, false) FROM %s", name, name))
+		require.NoError(t, err, table)
+	}
 }

@@ -27,7 +27,7 @@ var jobWriteTypes = []string{
 	"timestamptz", "int2", "timestamptz", "int2", "timestamptz", "int2", "int8",
 	"timestamptz", "int2", "timestamptz", "int2", "uuid",
 	"bool", "timestamptz", "int2", "int8", "timestamptz", "int2",
-	"timestamptz", "int2",
+	"text", "timestamptz", "int2",
 }
 
 var (
@@ -51,7 +51,9 @@ func multiStatements(r *strings.Replacer) (update, transitions, newExecs, knownE
 	var set []string
 	for _, c := range cols {
 		switch c {
-		case "id":
+		case "id", "concurrency_key":
+			// The key is set at creation and never changed
+			// (jobstate.CheckWrite refuses a write changing it).
 		case "payload", "result":
 			set = append(set, fmt.Sprintf("%s = CASE WHEN v.new_%s THEN v.%s ELSE j.%s END", c, c, c, c))
 		default:

@@ -95,6 +95,8 @@ func TestHotPlansIgnoreEmptyStatistics(t *testing.T) {
 		"updateExec":  {"executions_pkey"},
 		"updateExecs": {"executions_pkey"},
 		"holder":      {"idempotency_keys_pkey", "jobs_pkey"},
+		"claimKeyed":  {"jobs_claim", "jobs_key_live", "jobs_key_ready"},
+		"keyLive":     {"jobs_key_live"},
 	}
 	hot := pgstore.HotSQL(s)
 	for name, indexes := range want {

@@ -96,7 +96,7 @@ const cleanupTimeout = 5 * time.Second
 
 // Store is a jobstate.Store on PostgreSQL (version 12 or later), with
 // every optional capability of jobstate: Counter, Pruner, BatchClaimer,
-// BatchCreator, Notifier and Lister. Every method is one transaction on
+// BatchCreator, Notifier, Lister and KeyLimiter. Every method is one transaction on
 // a connection of its pool (or a savepoint of the transaction its
 // context carries: see WithTx and Tx); the engine's functions run inside
 // it, with jobstate's savepoints, so that effects writing through Tx
@@ -134,6 +134,7 @@ var (
 	_ jobstate.BatchCreator = (*Store)(nil)
 	_ jobstate.Notifier     = (*Store)(nil)
 	_ jobstate.Lister       = (*Store)(nil)
+	_ jobstate.KeyLimiter   = (*Store)(nil)
 )
 
 // New returns a store on pool's database, in opts.Schema. It sends
@@ -487,6 +488,7 @@ type statements struct {
 	insertEffect                                  string
 	takeKey, notify, claim, claimExecs, claimEffs string
 	list                                          string
+	claimKeyed, keyWait, keyLive                  string
 }
 
 func newStatements(schema string) statements {
@@ -502,15 +504,18 @@ func newStatements(schema string) statements {
 		"{effect}", effectColumns,
 	)
 	// An update sends the payload and result only when they changed
-	// ($51, $52): a large payload crosses the network once.
+	// ($52, $53): a large payload crosses the network once. The
+	// concurrency key is set at creation and never changed
+	// (jobstate.CheckWrite refuses a write changing it): the update
+	// compares it ($48) instead of writing it.
 	var set []string
 	for i, c := range strings.Split(jobWriteColumns, ",") {
 		switch c = strings.TrimSpace(c); c {
-		case "id":
+		case "id", "concurrency_key":
 		case "payload":
-			set = append(set, fmt.Sprintf("payload = CASE WHEN $51 THEN $%d ELSE payload END", i+1))
+			set = append(set, fmt.Sprintf("payload = CASE WHEN $52 THEN $%d ELSE payload END", i+1))
 		case "result":
-			set = append(set, fmt.Sprintf("result = CASE WHEN $52 THEN $%d ELSE result END", i+1))
+			set = append(set, fmt.Sprintf("result = CASE WHEN $53 THEN $%d ELSE result END", i+1))
 		default:
 			set = append(set, fmt.Sprintf("%s = $%d", c, i+1))
 		}
@@ -519,7 +524,9 @@ func newStatements(schema string) statements {
 	// the ones written (or, unchanged, the ones read).
 	noBlobs := strings.Replace(jobColumns, "payload, result", "NULL::bytea, NULL::bytea", 1)
 	updateMany, insertTransitions, insertExecs, updateExecs, insertEffects := multiStatements(r)
+	claimKeyed, keyWait, keyLive := keyStatements(r)
 	return statements{
+		claimKeyed: claimKeyed, keyWait: keyWait, keyLive: keyLive,
 		updateMany: updateMany, insertTransitions: insertTransitions, insertEffects: insertEffects,
 		insertExecs: insertExecs, updateExecs: updateExecs,
 		channel:      channelName(schema),
@@ -567,7 +574,7 @@ SELECT c.* FROM c WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::te
 		insertJob: r.Replace(`INSERT INTO {jobs} (` + jobWriteColumns + `) VALUES (` + jobPlaceholders + `)
  RETURNING ` + noBlobs),
 		updateJob: r.Replace(`WITH u AS (UPDATE {jobs} SET ` + strings.Join(set, ", ") + `
- WHERE id = $1 AND version = $50 RETURNING 1)
+ WHERE id = $1 AND version = $51 AND concurrency_key = $48 RETURNING 1)
 SELECT 1 / count(*) FROM u`),
 		insertTransition: r.Replace(`INSERT INTO {transitions} ({transition}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
 		// An execution the job had is updated (guarded as the job's

@@ -129,7 +129,7 @@ func (s *Store) updateAlone(ctx context.Context, id uuid.UUID, fn jobstate.Updat
 		if len(snaps) == 0 {
 			return nil, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
 		}
-		return s.callFn(ctx, tx, &snaps[0], fn, &out)
+		return s.callFn(ctx, tx, &snaps[0], fn, &out, nil)
 	})
 	if err != nil {
 		return jobstate.Job{}, err
@@ -237,10 +237,16 @@ func readSnapshots(br pgx.BatchResults, prefix bool) ([]jobstate.Snapshot, error
 
 // callFn calls fn on the locked snapshot in tx and returns the batch that
 // applies its write (nil when it changes nothing, *out then being the
-// current job). *out is set when the batch has run.
-func (s *Store) callFn(ctx context.Context, tx *connTx, snap *jobstate.Snapshot, fn jobstate.UpdateFunc, out *jobstate.Job) (*pgx.Batch, error) {
+// current job). *out is set when the batch has run. A write that raises
+// the leases of a job with a concurrency key under a limit is checked
+// against it (checkKey; live: the key's live executions when the
+// transaction holds its lock, else nil).
+func (s *Store) callFn(ctx context.Context, tx *connTx, snap *jobstate.Snapshot, fn jobstate.UpdateFunc, out *jobstate.Job, live *int) (*pgx.Batch, error) {
 	w, err := fn(s.fnContext(ctx, newLazyTx(tx)), *snap)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkKey(ctx, tx, snap, &w, live); err != nil {
 		return nil, err
 	}
 	b := &pgx.Batch{}

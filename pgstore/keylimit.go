@@ -1,0 +1,187 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobstate/jobstate"
+)
+
+// Concurrency keys (Policy.MaxPerKey). The live executions of a key are
+// the sum of jobs.leases over its machine's jobs with that
+// concurrency_key, read through the partial index jobs_key_live. A
+// transaction that may raise them first holds the key's lock, a
+// transaction-level advisory lock on (schema, machine, key), taken in a
+// statement before the one that counts: under READ COMMITTED each
+// statement reads a snapshot taken when it starts, and an advisory lock
+// is released only once its holder's commit is visible, so the count
+// sees every claim of the key that committed before. A claim takes the
+// lock of a candidate's key without waiting, in the claim statement
+// itself, before it locks the candidate's row, and passes over the jobs
+// of a key whose lock another transaction holds: the rows of a key are
+// locked by claims only under its lock, so each key's jobs are claimed
+// in claim order. Update waits for the lock, after the job's row.
+
+// LimitsKeys implements jobstate.KeyLimiter: the store enforces
+// Policy.MaxPerKey. ClaimNext and ClaimBatch with ClaimQuery.MaxPerKey
+// above zero pass over the jobs of a key at its limit, and of a key whose
+// lock another transaction holds; Update refuses a Write whose MaxPerKey
+// its key would pass (jobstate.CheckKeyLimit), writing nothing.
+func (s *Store) LimitsKeys() bool { return true }
+
+// keyLockName is the name whose hash is the advisory lock of a
+// concurrency key.
+func (s *Store) keyLockName(machine, key string) string {
+	return fmt.Sprintf("jobstate.limit:%d:%s:%d:%s:%s", len(s.schema), s.schema, len(machine), machine, key)
+}
+
+// needsKeyCheck reports whether w over cur must be checked against the
+// limit of cur's concurrency key: it carries a limit and raises the
+// leases of a job with a key.
+func needsKeyCheck(cur *jobstate.Job, w *jobstate.Write) bool {
+	return w.MaxPerKey > 0 && cur.ConcurrencyKey != "" && w.Job.Leases > cur.Leases
+}
+
+// keyLockPrefix is the start of keyLockName for machine's keys.
+func (s *Store) keyLockPrefix(machine string) string {
+	return fmt.Sprintf("jobstate.limit:%d:%s:%d:%s:", len(s.schema), s.schema, len(machine), machine)
+}
+
+// gateKeys takes the locks of keys (of machine), waiting for each in a
+// fixed order (at once for a lock the transaction holds), and counts
+// their live executions, in one round trip: the lock statement first,
+// then the count, which therefore sees every claim committed before the
+// locks were granted. Its errors are the driver's.
+func (s *Store) gateKeys(ctx context.Context, q querier, machine string, keys []string) (map[string]int, error) {
+	keys = slices.Clone(keys)
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = s.keyLockName(machine, k)
+	}
+	b := &pgx.Batch{}
+	b.Queue(s.sql.keyWait, names)
+	b.Queue(pinPlans)
+	b.Queue(s.sql.keyLive, machine, keys)
+	b.Queue(restorePlans)
+	br := q.SendBatch(ctx, b)
+	live, err := readGate(br, len(keys))
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return live, err
+}
+
+// readGate reads the answers of gateKeys' batch (of n keys): the live
+// executions of each key holding any.
+func readGate(br pgx.BatchResults, n int) (map[string]int, error) {
+	if _, err := br.Exec(); err != nil { // the locks
+		return nil, err
+	}
+	if _, err := br.Exec(); err != nil { // pinPlans
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	live := make(map[string]int, n)
+	for rows.Next() {
+		var k string
+		var c int64
+		if err := rows.Scan(&k, &c); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		live[k] = int(c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if _, err := br.Exec(); err != nil { // restorePlans
+		return nil, err
+	}
+	return live, nil
+}
+
+// checkKey checks w over snap against its key's limit when it must be
+// (needsKeyCheck): live is the key's live executions when the
+// transaction holds its lock already and has counted them, else nil, and
+// the lock is waited for and the key counted in q. A write the limit
+// refuses gives the error of jobstate.CheckKeyLimit; a write that breaks
+// the Store contract, jobstate.CheckWrite's.
+func (s *Store) checkKey(ctx context.Context, q querier, snap *jobstate.Snapshot, w *jobstate.Write, live *int) error {
+	cur := &snap.Job
+	if !needsKeyCheck(cur, w) {
+		return nil
+	}
+	if err := jobstate.CheckWrite(*snap, *w); err != nil {
+		return err
+	}
+	if live == nil {
+		counts, err := s.gateKeys(ctx, q, cur.Machine, []string{cur.ConcurrencyKey})
+		if err != nil {
+			return s.fail(ctx, "update: locking the concurrency key", err)
+		}
+		n := counts[cur.ConcurrencyKey]
+		live = &n
+	}
+	return jobstate.CheckKeyLimit(*cur, *w, *live)
+}
+
+// keyStatements returns the SQL of the concurrency keys: the claim of a
+// machine with a limit per key, the locks of keys (waiting for each) and
+// the count of their live executions.
+func keyStatements(r *strings.Replacer) (claim, wait, live string) {
+	// The claim of a limited machine: the claim statement's walk of the
+	// claim index in claim order, where a job with a key is a candidate
+	// only if, in the statement's snapshot, its key is not at its limit
+	// ($6; a hashed subplan of the few keys holding leases, read from
+	// jobs_key_live) and the job is among the first $6 due ready jobs of
+	// its key (from jobs_key_ready), if its key is not among $7 (passed
+	// over by this transaction), and if its key's lock ($8 and the key:
+	// keyLockName) can be taken at once, before the row is locked (the
+	// CASE keeps that order). The keys of the rows it returns are
+	// locked; their live executions are counted in a later statement
+	// (gateKeys). A claim that found a key's lock held while its walk
+	// passed the key's first job, and free at a later one, thus does not
+	// take the later one.
+	claim = r.Replace(`WITH c AS MATERIALIZED (SELECT {job} FROM {jobs}
+ WHERE machine = $1 AND kind = 'ready' AND (not_before, not_before_ns) <= ($2, $3) AND id <> ALL ($4)
+   AND CASE WHEN concurrency_key = '' THEN true
+            WHEN concurrency_key = ANY ($7) OR concurrency_key IN (
+              SELECT concurrency_key FROM {jobs} WHERE machine = $1 AND leases > 0 AND concurrency_key <> ''
+               GROUP BY concurrency_key HAVING sum(leases) >= $6) THEN false
+            WHEN id <> ALL (ARRAY(SELECT p.id FROM {jobs} p
+              WHERE p.machine = $1 AND p.concurrency_key = {jobs}.concurrency_key AND p.concurrency_key <> ''
+                AND p.kind = 'ready' AND (p.not_before, p.not_before_ns) <= ($2, $3)
+              ORDER BY p.priority DESC, p.due_at, p.due_ns, p.created_at, p.created_ns, p.id LIMIT $6)) THEN false
+            ELSE pg_try_advisory_xact_lock(hashtextextended($8 || concurrency_key, 0)) END
+ ORDER BY priority DESC, due_at, due_ns, created_at, created_ns, id
+ LIMIT $5 FOR NO KEY UPDATE SKIP LOCKED)
+SELECT c.* FROM c WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::text, true) FROM c) IS NOT NULL`)
+	// The locks of sorted keys, one after another: two transactions
+	// waiting for several keys take them in the same order.
+	wait = `SELECT count(pg_advisory_xact_lock(hashtextextended(n, 0))) FROM unnest($1::text[]) WITH ORDINALITY AS v(n, i)`
+	live = r.Replace(`SELECT concurrency_key, sum(leases)::int8 FROM {jobs}
+ WHERE machine = $1 AND concurrency_key = ANY ($2) AND leases > 0 AND concurrency_key <> ''
+ GROUP BY concurrency_key`)
+	return claim, wait, live
+}
+
+// waitKeys takes the locks of the concurrency keys named (keyLockName),
+// waiting for each, in the names' order once sorted. Its errors are the
+// driver's.
+func (s *Store) waitKeys(ctx context.Context, q querier, names []string) error {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	_, err := q.Exec(ctx, s.sql.keyWait, names)
+	return err
+}
