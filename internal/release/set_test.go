@@ -99,7 +99,10 @@ func TestSetWritesTheSumsOfTheProxysModules(t *testing.T) {
 
 // The proxy lists every version written to it, and serves each.
 func TestProxyListsEveryVersion(t *testing.T) {
-	tree := loadRepo(t)
+	tree, err := LoadTree(copyTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	for _, v := range []string{"v0.3.0", "v0.2.1"} {
 		if _, err := tree.WriteProxy(v, dir); err != nil {
