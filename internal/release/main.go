@@ -170,10 +170,6 @@ func (t *Tree) Release(ctx context.Context, version string, w io.Writer) error {
 	if _, err := after.Check(); err != nil {
 		return err
 	}
-	var files []string
-	for _, m := range after.all() {
-		files = append(files, path.Join(m.Dir, "go.mod"), path.Join(m.Dir, "go.sum"))
-	}
 	fmt.Fprintf(w, "set %s in %d file(s):\n", version, len(changed))
 	for _, f := range changed {
 		fmt.Fprintln(w, "  "+f)
