@@ -37,8 +37,9 @@ const sqlKeysAtLimit = `SELECT concurrency_key FROM jobs INDEXED BY jobs_key_liv
 
 // sqlCandidatesKeyed is sqlCandidates for a machine with a limit per
 // concurrency key (?12): it passes over the jobs whose key is at the
-// limit, testing each entry's key from jobs_claim itself.
-const sqlCandidatesKeyed = `SELECT id, priority, due_s, due_ns, created_s, created_ns FROM jobs INDEXED BY jobs_claim
+// limit, testing each entry's key from jobs_claim itself, and returns
+// each candidate's key too.
+const sqlCandidatesKeyed = `SELECT id, priority, due_s, due_ns, created_s, created_ns, concurrency_key FROM jobs INDEXED BY jobs_claim
  WHERE kind = 2 AND machine = ?1
  AND (not_before_s, not_before_ns) <= (?2, ?3)
  AND (?10 = 0 OR priority < ?4 OR (priority = ?4 AND (due_s, due_ns, created_s, created_ns, id) > (?5, ?6, ?7, ?8, ?9)))
@@ -57,11 +58,13 @@ const sqlAnyDueKeyed = `SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_claim 
  AND (not_before_s, not_before_ns) <= (?2, ?3)
  AND concurrency_key NOT IN (` + sqlKeysAtLimit + `))`
 
-// claimKey is a job's place in claim order.
+// claimKey is a job's place in claim order, and its concurrency key when
+// the claim has a limit per key.
 type claimKey struct {
 	id                    []byte
 	priority              int64
 	dueS, dueNs, crS, crN int64
+	key                   string
 }
 
 // ClaimNext implements jobstate.Store: one transaction on the writer
@@ -114,6 +117,11 @@ func (s *Store) claim(ctx context.Context, q jobstate.ClaimQuery, n int, fn jobs
 		out = nil
 		offers := 0
 		var after *claimKey
+		// full holds the keys found at the limit in this transaction; a
+		// key stays at it while no savepoint was taken since (no nested
+		// store call and no effect ran: the writes between are the claims
+		// of this loop, which only add leases).
+		full, mark := map[string]bool{}, st.n
 		for len(out) < n && (q.Limit <= 0 || offers < q.Limit) {
 			limit := min(claimPage, 2*(n-len(out)))
 			page, err := s.candidates(fctx, st, q, after, limit)
@@ -131,6 +139,13 @@ func (s *Store) claim(ctx context.Context, q jobstate.ClaimQuery, n int, fn jobs
 				if err := fctx.Err(); err != nil {
 					return err
 				}
+				if st.n != mark {
+					clear(full)
+					mark = st.n
+				}
+				if full[page[i].key] {
+					continue // its key reached the limit in this transaction
+				}
 				id, err := decID(page[i].id)
 				if err != nil {
 					return err
@@ -145,12 +160,15 @@ func (s *Store) claim(ctx context.Context, q jobstate.ClaimQuery, n int, fn jobs
 				if !snap.Job.Due(q.Now) || snap.Job.Machine != q.Machine {
 					continue // moved by a call an earlier function made
 				}
-				full, err := s.atKeyLimit(fctx, st, &snap.Job, q.MaxPerKey)
-				if err != nil {
-					return err
-				}
-				if full {
-					continue // its key reached the limit in this transaction
+				if k := snap.Job.ConcurrencyKey; q.MaxPerKey > 0 && k != "" {
+					at, err := s.atKeyLimit(fctx, st, &snap.Job, q.MaxPerKey)
+					if err != nil {
+						return err
+					}
+					if at {
+						full[k] = true
+						continue // its key reached the limit in this transaction
+					}
 				}
 				offers++
 				job, err := s.runFn(fctx, st, &snap, fn)
@@ -196,9 +214,13 @@ func (s *Store) candidates(ctx context.Context, st *txState, q jobstate.ClaimQue
 	}
 	defer rows.Close()
 	var out []claimKey
+	dest := func(k *claimKey) []any { return []any{&k.id, &k.priority, &k.dueS, &k.dueNs, &k.crS, &k.crN} }
+	if q.MaxPerKey > 0 {
+		dest = func(k *claimKey) []any { return []any{&k.id, &k.priority, &k.dueS, &k.dueNs, &k.crS, &k.crN, &k.key} }
+	}
 	for rows.Next() {
 		var k claimKey
-		if err := rows.Scan(&k.id, &k.priority, &k.dueS, &k.dueNs, &k.crS, &k.crN); err != nil {
+		if err := rows.Scan(dest(&k)...); err != nil {
 			return nil, s.fail(ctx, "claim", err)
 		}
 		out = append(out, k)
