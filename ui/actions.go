@@ -66,8 +66,8 @@ func offers(def *jobstate.Definition, job jobstate.Job, effects []jobstate.Effec
 	switch action {
 	case ActionCancel:
 		return !job.Terminal() && def.Can(job.State, jobstate.EventCancel)
-	case ActionRedrive:
-		if !slices.Contains(def.Policy().RedriveFrom, job.State) {
+	case ActionRedrive, ActionRetry:
+		if !slices.Contains(def.Policy().RedriveFrom, job.State) || failed(job) != (action == ActionRetry) {
 			return false
 		}
 		for _, e := range effects {
@@ -80,6 +80,16 @@ func offers(def *jobstate.Definition, job jobstate.Job, effects []jobstate.Effec
 	return false
 }
 
+// failed reports whether the job finished with a failure: the jobs
+// ActionRetry runs again.
+func failed(job jobstate.Job) bool {
+	switch job.Outcome {
+	case jobstate.OutcomeFailed, jobstate.OutcomeDeadLettered, jobstate.OutcomeExpired:
+		return true
+	}
+	return false
+}
+
 // actionsFor returns the action forms the job's page shows: those its
 // state allows and Options.Authorize allows the request.
 func (h *Handler) actionsFor(r *http.Request, def *jobstate.Definition, job jobstate.Job, effects []jobstate.EffectRecord) []actionForm {
@@ -87,7 +97,7 @@ func (h *Handler) actionsFor(r *http.Request, def *jobstate.Definition, job jobs
 		return nil
 	}
 	var out []actionForm
-	for _, a := range []struct{ action, label string }{{ActionCancel, "Cancel"}, {ActionRedrive, "Retry (redrive)"}} {
+	for _, a := range []struct{ action, label string }{{ActionCancel, "Cancel"}, {ActionRetry, "Retry"}, {ActionRedrive, "Redrive"}} {
 		if !offers(def, job, effects, a.action) {
 			continue
 		}
@@ -109,7 +119,7 @@ func (h *Handler) actionsFor(r *http.Request, def *jobstate.Definition, job jobs
 func (h *Handler) action(w http.ResponseWriter, r *http.Request) {
 	id, ok := parseID(r.PathValue("id"))
 	action := r.PathValue("action")
-	if !ok || (action != ActionCancel && action != ActionRedrive) {
+	if !ok || (action != ActionCancel && action != ActionRedrive && action != ActionRetry) {
 		h.fail(w, r, http.StatusNotFound, "No such job or action.")
 		return
 	}
@@ -143,9 +153,18 @@ func (h *Handler) action(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
+	def, known := e.Machine(job.Machine)
+	if !known {
+		h.fail(w, r, http.StatusConflict, "The job's machine is not registered with this engine.")
+		return
+	}
 	actor, ok := h.opt.Authorize(r, action, job)
 	if !ok {
 		h.fail(w, r, http.StatusForbidden, "You are not allowed to "+action+" this job.")
+		return
+	}
+	if action != ActionCancel && !offers(def, job, nil, action) {
+		h.fail(w, r, http.StatusConflict, "The job's state or outcome does not allow the action "+action+".")
 		return
 	}
 	if reason == "" {
@@ -156,7 +175,7 @@ func (h *Handler) action(w http.ResponseWriter, r *http.Request) {
 	switch action {
 	case ActionCancel:
 		_, err = e.Cancel(ctx, id, c)
-	case ActionRedrive:
+	case ActionRedrive, ActionRetry:
 		var nj jobstate.Job
 		nj, err = e.Redrive(ctx, id, c)
 		target = nj.ID

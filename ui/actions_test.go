@@ -70,27 +70,39 @@ func TestCancelRecordsTheOperator(t *testing.T) {
 	}
 }
 
-func TestRedriveCreatesANewJob(t *testing.T) {
+func TestRetryCreatesANewJob(t *testing.T) {
 	f := newFixture(t, 0, Options{Authorize: allowAll})
 	_, body, _ := f.get("/jobs/" + f.jobs.Failed.String())
-	mustContain(t, body, `id="action-redrive"`)
-	mustNotContain(t, body, `id="action-cancel"`)
-	rec := f.post("/jobs/"+f.jobs.Failed.String()+"/redrive", formFor(f.h, "redrive", f.jobs.Failed), nil)
+	mustContain(t, body, `id="action-retry"`)
+	mustNotContain(t, body, `id="action-cancel"`, `id="action-redrive"`)
+	// A failed job is retried, not redriven: the page offers retry only.
+	if rec := f.post("/jobs/"+f.jobs.Failed.String()+"/redrive", formFor(f.h, "redrive", f.jobs.Failed), nil); rec.Code != http.StatusConflict {
+		t.Fatalf("redrive of a failed job: %d", rec.Code)
+	}
+	// Neither runs a job that has not finished.
+	if rec := f.post("/jobs/"+f.jobs.Queued.String()+"/retry", formFor(f.h, "retry", f.jobs.Queued), nil); rec.Code != http.StatusConflict {
+		t.Fatalf("retry of a queued job: %d", rec.Code)
+	}
+	rec := f.post("/jobs/"+f.jobs.Failed.String()+"/retry", formFor(f.h, "retry", f.jobs.Failed), nil)
 	if rec.Code != http.StatusSeeOther {
 		t.Fatalf("redrive: %d %s", rec.Code, rec.Body)
 	}
 	loc := rec.Header().Get("Location")
-	if !strings.HasSuffix(loc, "?done=redrive") || strings.Contains(loc, f.jobs.Failed.String()) {
+	if !strings.HasSuffix(loc, "?done=retry") || strings.Contains(loc, f.jobs.Failed.String()) {
 		t.Fatalf("redrive redirects to %q", loc)
 	}
 	code, body, _ := f.get(loc)
 	if code != http.StatusOK {
 		t.Fatalf("new job: %d", code)
 	}
-	mustContain(t, body, "This job was created by a redrive.", "QUEUED", "redrive of job "+f.jobs.Failed.String()+": stuck upstream", `<span class="actor">operator-ann</span>`)
-	// Redriven once: the old job offers it no more.
+	mustContain(t, body, "This job was created by a retry of a finished job.", "QUEUED", "redrive of job "+f.jobs.Failed.String()+": stuck upstream", `<span class="actor">operator-ann</span>`)
+	// Run again once: the old job offers it no more, and a second post
+	// is refused.
 	_, body, _ = f.get("/jobs/" + f.jobs.Failed.String())
-	mustNotContain(t, body, `id="action-redrive"`)
+	mustNotContain(t, body, `id="action-retry"`)
+	if rec := f.post("/jobs/"+f.jobs.Failed.String()+"/retry", formFor(f.h, "retry", f.jobs.Failed), nil); rec.Code != http.StatusConflict {
+		t.Fatalf("second retry: %d", rec.Code)
+	}
 }
 
 func TestCSRFRefusals(t *testing.T) {

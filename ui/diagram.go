@@ -159,8 +159,14 @@ func layout(def *jobstate.Definition, current jobstate.State, history []jobstate
 			x2, y2 := b.X+b.W/2, b.Y
 			e.Path = fmt.Sprintf("M %d %d L %d %d", x1, y1, x2, y2)
 			e.LabelX, e.LabelY = (x1+x2)/2+4, (y1+y2)/2
+		case layer[p.to] == layer[p.from] && b.X > a.X:
+			// Sideways to the right: a straight arrow between the boxes.
+			x1, y := a.X+a.W, a.Y+a.H/2
+			x2 := b.X
+			e.Path = fmt.Sprintf("M %d %d L %d %d", x1, y, x2, y)
+			e.LabelX, e.LabelY = x1+4, y-6
 		default:
-			// Up or sideways: a curve bowing to the right of both boxes.
+			// Up or sideways to the left: a curve bowing to the right of both boxes.
 			x1, y1 := a.X+a.W, a.Y+a.H/2-6
 			x2, y2 := b.X+b.W, b.Y+b.H/2+6
 			bow := max(x1, x2) + 60

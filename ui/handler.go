@@ -14,8 +14,8 @@ import (
 	"github.com/jobstate/jobstate"
 )
 
-// Authorizer decides whether the request may perform action ("cancel" or
-// "redrive") on job. It returns the operator's name, recorded as the
+// Authorizer decides whether the request may perform action (ActionCancel,
+// ActionRedrive or ActionRetry) on job. It returns the operator's name, recorded as the
 // actor of the move, and whether the action is allowed. It is called to
 // decide which action buttons a job's page shows and again when an action
 // is posted; it must not write to the response.
@@ -27,9 +27,13 @@ const (
 	ActionCancel = "cancel"
 	// ActionRedrive runs a finished job again as a new job
 	// (jobstate.Engine.Redrive), from the states the machine's
-	// Policy.RedriveFrom lists: retrying a failed, dead-lettered or
-	// expired job.
+	// Policy.RedriveFrom lists. A job's page offers it for the jobs that
+	// ActionRetry does not cover.
 	ActionRedrive = "redrive"
+	// ActionRetry is ActionRedrive restricted to a job whose outcome is a
+	// failure (failed, dead-lettered or expired), as the jobstate
+	// command's retry; a job's page offers it for those jobs.
+	ActionRetry = "retry"
 )
 
 // Options configure a Handler.

@@ -112,8 +112,8 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Query().Get("done") {
 	case ActionCancel:
 		p.Note = "The job was cancelled."
-	case ActionRedrive:
-		p.Note = "This job was created by a redrive."
+	case ActionRedrive, ActionRetry:
+		p.Note = "This job was created by a " + r.URL.Query().Get("done") + " of a finished job."
 	}
 	p.Fields = jobFields(job)
 	if def, ok := e.Machine(job.Machine); ok {

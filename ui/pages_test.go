@@ -215,9 +215,9 @@ func TestJobPageShowsStateHistoryExecutionsEffectsAndDiagram(t *testing.T) {
 	// A running job shows its live execution's lease expiry.
 	_, body, _ = f.get("/jobs/" + f.jobs.Running.String())
 	mustContain(t, body, `<td>worker-1</td><td>LEASED</td>`, `class="node kind-active walked current" data-state="RUNNING"`)
-	// A failed job, redriven, lists the redrive effect.
+	// A failed job, retried, lists the redrive effect.
 	f2 := newFixture(t, 0, Options{Authorize: allowAll})
-	rec := f2.post("/jobs/"+f2.jobs.Failed.String()+"/redrive", formFor(f2.h, "redrive", f2.jobs.Failed), nil)
+	rec := f2.post("/jobs/"+f2.jobs.Failed.String()+"/retry", formFor(f2.h, "retry", f2.jobs.Failed), nil)
 	if rec.Code != http.StatusSeeOther {
 		t.Fatalf("redrive: %d %s", rec.Code, rec.Body)
 	}
