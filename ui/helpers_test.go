@@ -19,12 +19,12 @@ import (
 	"github.com/jobstate/jobstate/ui/internal/uitest"
 )
 
-// fixture is a handler on a memstore with seeded jobs.
+// fixture is a handler on a memstore holding the uitest jobs.
 type fixture struct {
 	t     *testing.T
 	env   *jobstatetest.Env
 	h     *Handler
-	jobs  uitest.Seeded
+	jobs  uitest.Jobs
 	store *flakyStore
 }
 
@@ -55,7 +55,7 @@ func (s *flakyStore) Count(ctx context.Context, machine string) (map[jobstate.St
 	return s.Store.Count(ctx, machine)
 }
 
-// newFixture seeds n plain jobs besides the named ones and builds a
+// newFixture creates n plain jobs besides the named ones and builds a
 // handler with opt (Engine and Machines filled in).
 func newFixture(t *testing.T, n int, opt Options) *fixture {
 	t.Helper()
@@ -65,7 +65,7 @@ func newFixture(t *testing.T, n int, opt Options) *fixture {
 	}
 	st := &flakyStore{Store: memstore.New()}
 	env := jobstatetest.NewWithStore(t, st, jobstate.WithMachines(def))
-	jobs, err := uitest.Seed(env.Ctx, env.Engine, n, func() { env.Advance(time.Millisecond) })
+	jobs, err := uitest.Populate(env.Ctx, env.Engine, n, func() { env.Advance(time.Millisecond) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func TestOverviewShowsCountsPerState(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("status %d: %s", code, body)
 	}
-	// Seeded: QUEUED = queued, script, binary, big and 5 plain = 9;
+	// Created: QUEUED = queued, script, binary, big and 5 plain = 9;
 	// RUNNING 1; SUCCEEDED 1; FAILED 2 (failed, img).
 	mustContain(t, body, `<section class="machine" data-machine="queue">`,
 		`<td class="num" data-state="QUEUED">9</td>`, `<td class="num" data-state="RUNNING">1</td>`,

@@ -104,9 +104,9 @@ func TestBrowser(t *testing.T) {
 	})
 }
 
-// run seeds env and drives the three pages and the actions in the browser.
+// run fills env with jobs and drives the three pages and the actions in the browser.
 func run(t *testing.T, ctx context.Context, env *jobstatetest.Env, screenshots bool) {
-	jobs, err := uitest.Seed(env.Ctx, env.Engine, 12, func() { env.Advance(time.Millisecond) })
+	jobs, err := uitest.Populate(env.Ctx, env.Engine, 12, func() { env.Advance(time.Millisecond) })
 	if err != nil {
 		t.Fatal(err)
 	}

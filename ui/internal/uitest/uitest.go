@@ -55,8 +55,8 @@ const (
 	HostileOwner  = `</textarea><script>window.pwned=1</script>'"`
 )
 
-// Seeded names the jobs Seed made.
-type Seeded struct {
+// Jobs names the jobs Populate made.
+type Jobs struct {
 	// Queued, Running, Succeeded, Failed are jobs in those states.
 	Queued, Running, Succeeded, Failed uuid.UUID
 	// Script and Img carry ScriptPayload and ImgPayload as payload and
@@ -67,11 +67,11 @@ type Seeded struct {
 	Plain []uuid.UUID
 }
 
-// Seed creates, through eng, the named jobs and then n plain QUEUED jobs
+// Populate creates, through eng, the named jobs and then n plain QUEUED jobs
 // owned by "owner-<i mod 3>". Between creations it calls tick, which
 // should advance the engine's clock so that creation times differ.
-func Seed(ctx context.Context, eng *jobstate.Engine, n int, tick func()) (Seeded, error) {
-	var s Seeded
+func Populate(ctx context.Context, eng *jobstate.Engine, n int, tick func()) (Jobs, error) {
+	var s Jobs
 	create := func(nj jobstate.NewJob) (uuid.UUID, error) {
 		nj.Machine = MachineName
 		c, err := eng.Create(ctx, nj)
