@@ -40,7 +40,7 @@ type edge struct {
 const (
 	nodeH    = 34
 	layerGap = 90
-	nodeGap  = 40
+	nodeGap  = 64
 	margin   = 20
 	charW    = 8
 	minNodeW = 90
