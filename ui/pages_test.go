@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/jobstatetest"
+	"github.com/jobstate/jobstate/memstore"
 	"github.com/jobstate/jobstate/ui/internal/uitest"
 )
 
@@ -292,5 +295,33 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		if _, err := New(o); err == nil {
 			t.Errorf("New(%+v) accepted", o)
 		}
+	}
+}
+
+// plainStore offers the Store contract only: no listing, no counts.
+type plainStore struct{ jobstate.Store }
+
+func TestStoreWithoutListingOrCounts(t *testing.T) {
+	def, err := uitest.Machine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := jobstatetest.NewWithStore(t, plainStore{memstore.New()}, jobstate.WithMachines(def))
+	job := env.Create(jobCreate("x"))
+	h, err := New(Options{Engine: env.Engine, Machines: []string{uitest.MachineName}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, env: env, h: h}
+	code, body, _ := f.get("/")
+	if code != http.StatusOK {
+		t.Fatalf("overview: %d", code)
+	}
+	mustContain(t, body, "the store does not count jobs per state")
+	if code, _, _ := f.get("/jobs"); code != http.StatusNotImplemented {
+		t.Errorf("list without listing: %d, want 501", code)
+	}
+	if code, _, _ := f.get("/jobs/" + job.ID.String()); code != http.StatusOK {
+		t.Errorf("a job's page: %d", code)
 	}
 }
