@@ -18,7 +18,7 @@ const rootPath = "github.com/jobstate/jobstate"
 // of the modules users get: each is tagged at every release, requires its
 // siblings at the version the tree is released as and has no replace.
 func releasedDirs() []string {
-	return []string{".", "pgstore", "otel", "sqlitestore", "cmd/jobstate"}
+	return []string{".", "pgstore", "otel", "sqlitestore", "cmd/jobstate", "ui"}
 }
 
 // otherDirs returns the directories of the modules nobody depends on.
