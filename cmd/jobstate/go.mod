@@ -7,6 +7,7 @@ require (
 	github.com/jackc/pgx/v5 v5.7.5
 	github.com/jobstate/jobstate v0.1.0
 	github.com/jobstate/jobstate/pgstore v0.1.0
+	github.com/jobstate/jobstate/ui v0.1.0
 	pgregory.net/rapid v1.3.0
 )
 

@@ -103,10 +103,11 @@ var commands = map[string]struct {
 	"cancel":   {actionCommand(cancelAction), "cancel a job, or every job a filter selects"},
 	"redrive":  {actionCommand(redriveAction), "run a finished job again as a new job"},
 	"retry":    {actionCommand(retryAction), "run a failed job again as a new job"},
+	"ui":       {(*app).serveUI, "serve the web interface over the store"},
 }
 
 // commandOrder is the order of the commands in the help.
-var commandOrder = []string{"validate", "diagram", "migrate", "list", "get", "counts", "cancel", "redrive", "retry"}
+var commandOrder = []string{"validate", "diagram", "migrate", "list", "get", "counts", "cancel", "redrive", "retry", "ui"}
 
 func (a *app) run(ctx context.Context, args []string) int {
 	if len(args) == 0 {
