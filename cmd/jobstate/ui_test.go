@@ -41,7 +41,9 @@ func (d *db) serve(t *testing.T, args ...string) string {
 	a.stdout, a.stderr = &stdout, &stderr
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- a.run(ctx, append(append([]string{"ui", "--addr", "127.0.0.1:0"}, args...), d.flags...)) }()
+	go func() {
+		done <- a.run(ctx, append(append([]string{"ui", "--addr", "127.0.0.1:0"}, args...), d.flags...))
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if code := <-done; code != exitOK {
