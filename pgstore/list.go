@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/jobstate/jobstate"
 )
 
@@ -27,13 +29,41 @@ func (s *Store) List(ctx context.Context, q jobstate.ListQuery) ([]jobstate.Job,
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.q(ctx).Query(ctx, sql, args...)
+	// The listing is planned like the claim (pinPlans): a walk of the
+	// index in the page's order, whatever the statistics say, so that a
+	// table filled since it was last analyzed is not read whole for each
+	// page. The batch is one implicit transaction (or runs in the
+	// caller's), which the transaction-local settings last.
+	b := &pgx.Batch{}
+	b.Queue(pinPlans)
+	b.Queue(sql, args...)
+	b.Queue(restorePlans)
+	br := s.q(ctx).SendBatch(ctx, b)
+	out, err := readList(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return nil, s.fail(ctx, "list", err)
 	}
+	return out, nil
+}
+
+// readList reads the answers of List's batch: the jobs of the page.
+func readList(br pgx.BatchResults) ([]jobstate.Job, error) {
+	if _, err := br.Exec(); err != nil { // pinPlans
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
 	out, err := scanJobs(rows)
 	if err != nil {
-		return nil, s.fail(ctx, "list", err)
+		return nil, err
+	}
+	if _, err := br.Exec(); err != nil { // restorePlans
+		return nil, err
 	}
 	return out, nil
 }
