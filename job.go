@@ -95,6 +95,18 @@ func (o Outcome) Valid() bool {
 	return false
 }
 
+// Failure reports whether o ends a job that did not do its work: failed,
+// dead-lettered or expired. These are the jobs an operator's retry runs
+// again (a redrive of a failure); a succeeded, cancelled or rejected job
+// ended as someone decided, and only a redrive runs it again.
+func (o Outcome) Failure() bool {
+	switch o {
+	case OutcomeFailed, OutcomeDeadLettered, OutcomeExpired:
+		return true
+	}
+	return false
+}
+
 // Job is one unit of work and its lifecycle bookkeeping. It is a plain value:
 // the engine hands out copies, and a Job read from the engine or a Store
 // belongs to the caller (its byte slices must not be modified, since a store

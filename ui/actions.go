@@ -67,7 +67,7 @@ func offers(def *jobstate.Definition, job jobstate.Job, effects []jobstate.Effec
 	case ActionCancel:
 		return !job.Terminal() && def.Can(job.State, jobstate.EventCancel)
 	case ActionRedrive, ActionRetry:
-		if !slices.Contains(def.Policy().RedriveFrom, job.State) || failed(job) != (action == ActionRetry) {
+		if !slices.Contains(def.Policy().RedriveFrom, job.State) || job.Outcome.Failure() != (action == ActionRetry) {
 			return false
 		}
 		for _, e := range effects {
@@ -75,16 +75,6 @@ func offers(def *jobstate.Definition, job jobstate.Job, effects []jobstate.Effec
 				return false
 			}
 		}
-		return true
-	}
-	return false
-}
-
-// failed reports whether the job finished with a failure: the jobs
-// ActionRetry runs again.
-func failed(job jobstate.Job) bool {
-	switch job.Outcome {
-	case jobstate.OutcomeFailed, jobstate.OutcomeDeadLettered, jobstate.OutcomeExpired:
 		return true
 	}
 	return false

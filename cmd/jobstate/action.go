@@ -73,16 +73,6 @@ func redriveRefusal(def *jobstate.Definition, job jobstate.Job) string {
 	return ""
 }
 
-// isFailure reports whether o is an outcome retry runs again: failed,
-// dead-lettered or expired.
-func isFailure(o jobstate.Outcome) bool {
-	switch o {
-	case jobstate.OutcomeFailed, jobstate.OutcomeDeadLettered, jobstate.OutcomeExpired:
-		return true
-	}
-	return false
-}
-
 // retryAction runs a job that failed again: a redrive restricted to jobs
 // whose outcome is a failure. A job still waiting for its retry is not
 // one: the engine offers no operation to make it due sooner.
@@ -95,7 +85,7 @@ var retryAction = action{
 		case !job.Terminal():
 			return fmt.Sprintf("it has not failed (state %s, %s): retry runs failed jobs again", job.State, job.Kind)
 		}
-		if !isFailure(job.Outcome) {
+		if !job.Outcome.Failure() {
 			return fmt.Sprintf("its outcome %s is not a failure: retry runs failed, dead-lettered or expired jobs again (redrive runs any job its machine redrives)", job.Outcome)
 		}
 		return redriveRefusal(def, job)
