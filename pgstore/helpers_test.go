@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/machines"
 	"github.com/jobstate/jobstate/pgstore"
 	"github.com/jobstate/jobstate/pgstore/pgtest"
 )
@@ -17,26 +18,9 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// workSpec is a small machine: queued → running → done, with retries.
-func workSpec() jobstate.Spec {
-	return jobstate.Spec{
-		Name:    "work",
-		Initial: "queued",
-		States: []jobstate.StateSpec{
-			{Name: "queued", Kind: jobstate.KindReady},
-			{Name: "running", Kind: jobstate.KindActive},
-			{Name: "done", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
-			{Name: "failed", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
-		},
-		Rules: []jobstate.Rule{
-			{From: []jobstate.State{"queued"}, Event: jobstate.EventClaim, To: "running"},
-			{From: []jobstate.State{"running"}, Event: jobstate.EventSucceed, To: "done"},
-			{From: []jobstate.State{"running"}, Event: jobstate.EventRetry, To: "queued"},
-			{From: []jobstate.State{"running"}, Event: jobstate.EventFail, To: "failed"},
-		},
-		Policy: jobstate.Policy{LeaseTTL: time.Minute, Retry: jobstate.RetryPolicy{MaxRetries: 3}},
-	}
-}
+// workSpec is a small machine: queued → running → done, with retries
+// (the work machine of internal/machines).
+func workSpec() jobstate.Spec { return machines.WorkSpec("work") }
 
 // env is an engine on a fresh store, with a manual clock, and a schema of
 // its own for the test's tables.

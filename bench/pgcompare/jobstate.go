@@ -14,32 +14,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/machines"
 	"github.com/jobstate/jobstate/pgstore"
 	"github.com/jobstate/jobstate/worker"
 )
 
-// machine is the benchmark's machine: queued → running → done.
+// machine is the benchmark's machine: the work machine of
+// internal/machines, queued → running → done.
 const machine = "bench"
 
-func benchSpec() jobstate.Spec {
-	return jobstate.Spec{
-		Name:    machine,
-		Initial: "queued",
-		States: []jobstate.StateSpec{
-			{Name: "queued", Kind: jobstate.KindReady},
-			{Name: "running", Kind: jobstate.KindActive},
-			{Name: "done", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
-			{Name: "failed", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
-		},
-		Rules: []jobstate.Rule{
-			{From: []jobstate.State{"queued"}, Event: jobstate.EventClaim, To: "running"},
-			{From: []jobstate.State{"running"}, Event: jobstate.EventSucceed, To: "done"},
-			{From: []jobstate.State{"running"}, Event: jobstate.EventRetry, To: "queued"},
-			{From: []jobstate.State{"running"}, Event: jobstate.EventFail, To: "failed"},
-		},
-		Policy: jobstate.Policy{LeaseTTL: time.Minute, Retry: jobstate.RetryPolicy{MaxRetries: 3}},
-	}
-}
+func benchSpec() jobstate.Spec { return machines.WorkSpec(machine) }
 
 // js is jobstate on one database of the cluster: engine, pgstore and a
 // counter of finished jobs (an observer, told after each commit).

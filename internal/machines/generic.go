@@ -188,5 +188,6 @@ func ParkingSpec() jobstate.Spec {
 
 // Generic returns the generic machines of this package.
 func Generic() []jobstate.Spec {
-	return []jobstate.Spec{QueueSpec(), TransferSpec(), ProjectedSpec(), ParkingSpec()}
+	return []jobstate.Spec{QueueSpec(), TransferSpec(), ProjectedSpec(), ParkingSpec(),
+		WorkSpec("work"), WorkSpec("work_abandoning", WorkAbandoning(), WorkRetries(jobstate.Unlimited))}
 }

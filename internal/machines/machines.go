@@ -12,7 +12,9 @@
 // This package lists the lifecycles (Lifecycles), checks that a machine
 // bearing a lifecycle's name is that lifecycle's definition (Check, Diff),
 // and holds the generic machines of tests that need other rules, named so
-// that they claim no lifecycle: queue, transfer, projected and parking.
+// that they claim no lifecycle: queue, transfer, projected, parking and
+// work (the last named by its caller, with options for its lease, retries
+// and abandon rule, for the test programs and the benchmarks).
 package machines
 
 import (

@@ -1,11 +1,13 @@
-// Package crashmachine is the machine of pgstore's crash tests, shared by
-// the test and its worker processes.
+// Package crashmachine names the machines of pgstore's crash tests, shared
+// by the tests and their worker processes; both are the work machine of
+// internal/machines.
 package crashmachine
 
 import (
 	"time"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/machines"
 )
 
 // Name is the machine's name.
@@ -14,24 +16,7 @@ const Name = "crash"
 // Spec is queued → running → done, retried without limit, with a short
 // lease so that the jobs of killed workers come back soon.
 func Spec() jobstate.Spec {
-	return jobstate.Spec{
-		Name:    Name,
-		Initial: "queued",
-		States: []jobstate.StateSpec{
-			{Name: "queued", Kind: jobstate.KindReady},
-			{Name: "running", Kind: jobstate.KindActive},
-			{Name: "done", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
-			{Name: "failed", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
-		},
-		Rules: []jobstate.Rule{
-			{From: []jobstate.State{"queued"}, Event: jobstate.EventClaim, To: "running"},
-			{From: []jobstate.State{"running"}, Event: jobstate.EventSucceed, To: "done"},
-			{From: []jobstate.State{"running"}, Event: jobstate.EventRetry, To: "queued"},
-			{From: []jobstate.State{"running"}, Event: jobstate.EventAbandon, To: "queued"},
-			{From: []jobstate.State{"running"}, Event: jobstate.EventFail, To: "failed"},
-		},
-		Policy: jobstate.Policy{LeaseTTL: time.Second, Retry: jobstate.RetryPolicy{MaxRetries: jobstate.Unlimited}},
-	}
+	return machines.WorkSpec(Name, machines.WorkLease(time.Second), machines.WorkRetries(jobstate.Unlimited), machines.WorkAbandoning())
 }
 
 // RuntimeName is the name of RuntimeSpec's machine.

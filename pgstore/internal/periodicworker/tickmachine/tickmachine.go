@@ -4,9 +4,8 @@
 package tickmachine
 
 import (
-	"time"
-
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/machines"
 )
 
 // Name is the machine's name.
@@ -21,24 +20,8 @@ const Schedule = "tick"
 // idempotency keys for the job's life (so that a period has one job
 // however many processes create it). Its lease outlasts the test's
 // waits: a job held by a killed process comes back when the process,
-// restarted under its name, recovers its leases at start.
+// restarted under its name, recovers its leases at start. It is the work
+// machine of internal/machines.
 func Spec() jobstate.Spec {
-	return jobstate.Spec{
-		Name:    Name,
-		Initial: "queued",
-		States: []jobstate.StateSpec{
-			{Name: "queued", Kind: jobstate.KindReady},
-			{Name: "running", Kind: jobstate.KindActive},
-			{Name: "done", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
-			{Name: "failed", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
-		},
-		Rules: []jobstate.Rule{
-			{From: []jobstate.State{"queued"}, Event: jobstate.EventClaim, To: "running"},
-			{From: []jobstate.State{"running"}, Event: jobstate.EventSucceed, To: "done"},
-			{From: []jobstate.State{"running"}, Event: jobstate.EventRetry, To: "queued"},
-			{From: []jobstate.State{"running"}, Event: jobstate.EventAbandon, To: "queued"},
-			{From: []jobstate.State{"running"}, Event: jobstate.EventFail, To: "failed"},
-		},
-		Policy: jobstate.Policy{LeaseTTL: time.Minute, Retry: jobstate.RetryPolicy{MaxRetries: jobstate.Unlimited}},
-	}
+	return machines.WorkSpec(Name, machines.WorkRetries(jobstate.Unlimited), machines.WorkAbandoning())
 }
