@@ -5,8 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,8 +17,8 @@ import (
 	"github.com/jobstate/jobstate/sqlitestore"
 )
 
-// queueSpec is the machine of testdata/schema1.sql, here with a limit of
-// one live execution per concurrency key.
+// queueSpec is the machine of version1File's jobs, with a limit of one
+// live execution per concurrency key.
 func queueSpec() jobstate.Spec {
 	from := func(s ...jobstate.State) []jobstate.State { return s }
 	return jobstate.Spec{
@@ -44,17 +44,68 @@ func queueSpec() jobstate.Spec {
 	}
 }
 
-// schema1File writes the version-1 database of testdata/schema1.sql to a
-// new file and returns its path.
-func schema1File(t *testing.T) string {
+// version1File returns the path of a new database at schema version 1
+// (migration 1 alone) holding three jobs of queueSpec's machine, created
+// one second apart from start: one done (with result "ok"), one running
+// (its lease held), one queued, each with an idempotency key and owner
+// named for its state, priority i and payload {"n":i}. The store writes
+// the jobs in a database of the current version, and its rows are copied
+// into the version-1 database in the columns that version's tables have,
+// as the store of version 1 wrote them.
+func version1File(t *testing.T, start time.Time) string {
 	t.Helper()
-	dump, err := os.ReadFile(filepath.Join("testdata", "schema1.sql"))
+	ctx := context.Background()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "current.db")
+	s, err := sqlitestore.Open(ctx, src, sqlitestore.Options{})
 	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "jobs.db")
+	def, err := jobstate.NewDefinition(queueSpec())
+	require.NoError(t, err)
+	clock := jobstate.NewManualClock(start)
+	eng, err := jobstate.New(s, jobstate.WithMachines(def), jobstate.WithClock(clock))
+	require.NoError(t, err)
+	for i, key := range []string{"done", "running", "queued"} {
+		clock.Advance(time.Second)
+		_, err := eng.Create(ctx, jobstate.NewJob{Machine: "queue", Key: key, Owner: "owner-" + key, Priority: i, Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))})
+		require.NoError(t, err)
+		if key == "queued" {
+			continue
+		}
+		c, err := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "queue", Worker: "w"})
+		require.NoError(t, err)
+		if key == "done" {
+			_, err = eng.Succeed(ctx, c.Lease, jobstate.CommitInput{Result: []byte(`"ok"`)})
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, s.Close())
+
+	path := filepath.Join(dir, "jobs.db")
 	db, err := sql.Open("sqlite", "file:"+path)
 	require.NoError(t, err)
 	defer db.Close()
-	_, err = db.Exec(string(dump))
+	require.NoError(t, sqlitestore.MigrateUpTo(ctx, db, 1))
+	conn, err := db.Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.ExecContext(ctx, "ATTACH DATABASE ? AS src", src)
+	require.NoError(t, err)
+	for _, table := range []string{"jobs", "executions", "transitions", "effects", "idempotency_keys"} {
+		rows, err := conn.QueryContext(ctx, "SELECT name FROM pragma_table_info(?, 'main')", table)
+		require.NoError(t, err)
+		var cols []string
+		for rows.Next() {
+			var c string
+			require.NoError(t, rows.Scan(&c))
+			cols = append(cols, `"`+c+`"`)
+		}
+		require.NoError(t, rows.Err())
+		require.NotEmpty(t, cols, table)
+		list := strings.Join(cols, ", ")
+		_, err = conn.ExecContext(ctx, fmt.Sprintf("INSERT INTO main.%s (%s) SELECT %s FROM src.%s", table, list, list, table))
+		require.NoError(t, err, table)
+	}
+	_, err = conn.ExecContext(ctx, "DETACH DATABASE src")
 	require.NoError(t, err)
 	return path
 }
@@ -67,7 +118,8 @@ func schema1File(t *testing.T) string {
 // new keyed jobs are limited.
 func TestMigrateFromVersion1(t *testing.T) {
 	ctx := context.Background()
-	path := schema1File(t)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	path := version1File(t, start)
 	s := openAt(t, path, sqlitestore.Options{})
 
 	var versions []int
@@ -90,7 +142,6 @@ func TestMigrateFromVersion1(t *testing.T) {
 	jobs, err := s.List(ctx, jobstate.ListQuery{Machine: "queue", Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, jobs, 3)
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i, want := range []struct {
 		state    jobstate.State
 		key      string
