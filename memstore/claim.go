@@ -80,19 +80,18 @@ func (s *Store) claim(ctx context.Context, q jobstate.ClaimQuery, n int, fn jobs
 func (s *Store) nextCandidate(q jobstate.ClaimQuery, passed map[*entry]bool) *entry {
 	now := instantOf(q.Now)
 	for {
-		s.mu.RLock()
+		s.mu.Lock()
 		m := s.machines[q.Machine]
 		if m == nil {
-			s.mu.RUnlock()
+			s.mu.Unlock()
 			return nil
 		}
 		if !m.needsPromotion(now) {
 			e := m.pick(now, q.MaxPerKey, passed)
-			s.mu.RUnlock()
+			s.mu.Unlock()
 			return e
 		}
-		s.mu.RUnlock()
-		s.mu.Lock()
+		// One batch at a time, so that other operations go ahead between.
 		m.promote(now)
 		s.mu.Unlock()
 	}

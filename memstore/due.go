@@ -19,8 +19,8 @@ func (s *Store) Due(ctx context.Context, q jobstate.DueQuery) ([]jobstate.DueJob
 	}
 	cursor := item{at: instantOf(q.AfterWake), id: idOf(q.AfterID)}
 	now := instantOf(q.Now)
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var out []jobstate.DueJob
 	for _, m := range s.selectMachines(q.Machines) {
 		taken := 0
@@ -70,8 +70,8 @@ func (s *Store) Stale(ctx context.Context, machine string, before time.Time, lim
 		return nil, err
 	}
 	var out []jobstate.Job
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	cut := instantOf(before)
 	s.leased.Ascend(func(it item) bool {
 		if it.at.compare(cut) >= 0 || (limit > 0 && len(out) == limit) {

@@ -217,7 +217,7 @@ func newMachine() *machine {
 
 // reindex moves e in every index from where its job's version old put it
 // to where cur puts it: old is nil for a new job, cur nil for a deleted
-// one. Caller holds mu for writing.
+// one. Caller holds mu.
 func (s *Store) reindex(e *entry, old, cur *jobstate.Job) {
 	if old != nil && cur != nil && old.Machine != cur.Machine {
 		s.reindex(e, old, nil)
@@ -256,7 +256,7 @@ func (s *Store) reindex(e *entry, old, cur *jobstate.Job) {
 }
 
 // relist is reindex for the listing indexes, e being a job of m. Caller
-// holds mu for writing.
+// holds mu.
 func (s *Store) relist(m *machine, e *entry, old, cur *jobstate.Job) {
 	byOwner.move(s.owners, e, old, cur)
 	byKey.move(s.keyed, e, old, cur)
@@ -266,7 +266,7 @@ func (s *Store) relist(m *machine, e *entry, old, cur *jobstate.Job) {
 
 // startListing fills the listing indexes and has every write keep them
 // from then on: a store that is never listed does not pay for them. It
-// holds the store's lock for writing while it indexes every job.
+// holds the store's lock while it indexes every job.
 func (s *Store) startListing() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -301,7 +301,7 @@ func (m *machine) moveReady(e *entry, old, cur *jobstate.Job) {
 }
 
 // avail makes the job of it, whose concurrency key is k, available.
-// Caller holds mu for writing.
+// Caller holds mu.
 func (m *machine) avail(it claimItem, k string) {
 	if k == "" {
 		m.available.ReplaceOrInsert(it)
@@ -323,7 +323,7 @@ func (m *machine) avail(it claimItem, k string) {
 }
 
 // unavail makes the job of it, whose concurrency key is k, unavailable.
-// Caller holds mu for writing.
+// Caller holds mu.
 func (m *machine) unavail(it claimItem, k string) {
 	if k == "" {
 		m.available.Delete(it)
@@ -351,8 +351,7 @@ func (m *machine) unavail(it claimItem, k string) {
 const promoteBatch = 1000
 
 // promote moves up to promoteBatch jobs due at now from scheduled to
-// available, and makes now the horizon once none is left. Caller holds mu
-// for writing.
+// available, and makes now the horizon once none is left. Caller holds mu.
 func (m *machine) promote(now instant) {
 	var due []item
 	m.scheduled.Ascend(func(it item) bool {

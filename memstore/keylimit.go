@@ -15,7 +15,7 @@ func (s *Store) LimitsKeys() bool { return true }
 
 // moveLive keeps m.live, the live executions of m's jobs per concurrency
 // key, as a job goes from version old to cur (nil: absent). Caller holds
-// mu for writing.
+// mu.
 func (m *machine) moveLive(old, cur *jobstate.Job) {
 	if old != nil && old.ConcurrencyKey != "" && old.Leases != 0 {
 		if m.live[old.ConcurrencyKey] -= old.Leases; m.live[old.ConcurrencyKey] == 0 {

@@ -44,13 +44,13 @@ func (s *Store) List(ctx context.Context, q jobstate.ListQuery) ([]jobstate.Job,
 		return nil, fmt.Errorf("%w: list: unknown order %q", jobstate.ErrInvalidArgument, q.Order)
 	}
 	l := newListing(&q)
-	s.mu.RLock()
+	s.mu.Lock()
 	if !s.listing {
-		s.mu.RUnlock()
+		s.mu.Unlock()
 		s.startListing()
-		s.mu.RLock()
+		s.mu.Lock()
 	}
-	defer s.mu.RUnlock()
+	defer s.mu.Unlock()
 	var found []*entry
 	for _, seg := range s.segments(&q) {
 		found = append(found, l.read(seg)...)

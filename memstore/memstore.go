@@ -55,10 +55,10 @@ import (
 type Store struct {
 	// mu guards the maps, the indexes and the entries. An entry's job,
 	// executions, effects, history and gone flag are written only by a
-	// holder of both mu (for writing) and the entry's lock, so a holder
-	// of either may read them; its places in the indexes are mu's alone.
-	// No function of the engine runs while mu is held.
-	mu       sync.RWMutex
+	// holder of both mu and the entry's lock, so a holder of either may
+	// read them; its places in the indexes are mu's alone. No function of
+	// the engine runs while mu is held.
+	mu       sync.Mutex
 	jobs     map[uuid.UUID]*entry
 	keys     map[keyID]*entry // the job holding each key
 	machines map[string]*machine
@@ -132,8 +132,8 @@ var (
 
 // Len returns the number of jobs stored.
 func (s *Store) Len() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return len(s.jobs)
 }
 
@@ -143,8 +143,8 @@ func (s *Store) read(ctx context.Context, id uuid.UUID, fn func(e *entry)) error
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	e := s.jobs[id]
 	if e == nil {
 		return fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
@@ -187,8 +187,8 @@ func (s *Store) Count(ctx context.Context, machine string) (map[jobstate.State]i
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if m := s.machines[machine]; m != nil {
 		return maps.Clone(m.counts), nil
 	}
@@ -211,12 +211,12 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 		k = keyID{machine: machine, key: key}
 		l := s.keyLocks.lock(k)
 		defer s.keyLocks.unlock(k, l)
-		s.mu.RLock()
+		s.mu.Lock()
 		if holder := s.keys[k]; holder != nil {
 			j := holder.job
 			existing = &j
 		}
-		s.mu.RUnlock()
+		s.mu.Unlock()
 	}
 	w, err := fn(ctx, existing)
 	if err != nil {
@@ -308,9 +308,9 @@ func (s *Store) Update(ctx context.Context, id uuid.UUID, fn jobstate.UpdateFunc
 	if fn == nil {
 		return jobstate.Job{}, fmt.Errorf("%w: nil update function", jobstate.ErrInvalidArgument)
 	}
-	s.mu.RLock()
+	s.mu.Lock()
 	e := s.jobs[id]
-	s.mu.RUnlock()
+	s.mu.Unlock()
 	if e == nil {
 		return jobstate.Job{}, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
 	}

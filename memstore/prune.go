@@ -45,7 +45,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, er
 
 // pruneBatch deletes up to pruneBatch terminal jobs completed before cut,
 // oldest first from after the cursor, adding them to n, and reports
-// whether more may remain. Caller holds mu for writing.
+// whether more may remain. Caller holds mu.
 func (s *Store) pruneBatch(cut instant, limit int, n *int, cursor *item) bool {
 	want := pruneBatch
 	if limit > 0 {
