@@ -13,7 +13,7 @@ import (
 )
 
 // List implements jobstate.Lister from the store's listing indexes, under
-// the store's read lock; the first List builds them (see startListing).
+// the store's lock; the first List builds them (see startListing).
 // It reads one or more segments of an index (the jobs of one group, in
 // time order) and keeps the first q.Limit jobs of them all that pass every
 // filter:

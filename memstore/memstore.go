@@ -137,7 +137,7 @@ func (s *Store) Len() int {
 	return len(s.jobs)
 }
 
-// read calls fn with the entry of id under the store's read lock, or
+// read calls fn with the entry of id under the store's lock, or
 // returns ErrNotFound.
 func (s *Store) read(ctx context.Context, id uuid.UUID, fn func(e *entry)) error {
 	if err := ctx.Err(); err != nil {
