@@ -4,58 +4,24 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/storemigrate"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
 // migration is one versioned step of the schema.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
+type migration = storemigrate.Migration
 
 // migrations returns the embedded migrations in version order. A file is
 // named NNNN_name.sql; its number is its version.
 func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: reading migrations: %w", err)
-	}
-	var out []migration
-	for _, e := range entries {
-		name := e.Name()
-		num, rest, ok := strings.Cut(name, "_")
-		if !ok || !strings.HasSuffix(rest, ".sql") {
-			return nil, fmt.Errorf("pgstore: migration file %q is not named NNNN_name.sql", name)
-		}
-		v, err := strconv.Atoi(num)
-		if err != nil || v < 1 {
-			return nil, fmt.Errorf("pgstore: migration file %q has no positive version", name)
-		}
-		body, err := migrationFiles.ReadFile("migrations/" + name)
-		if err != nil {
-			return nil, fmt.Errorf("pgstore: reading migration %q: %w", name, err)
-		}
-		out = append(out, migration{version: v, name: strings.TrimSuffix(rest, ".sql"), sql: string(body)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i := range out {
-		if out[i].version != i+1 {
-			return nil, fmt.Errorf("pgstore: migration versions are not 1..n: %d at position %d", out[i].version, i+1)
-		}
-	}
-	return out, nil
+	return storemigrate.Load(migrationFiles, "migrations", "pgstore")
 }
 
 // SchemaVersion is the schema version this package's migrations lead to.
@@ -126,13 +92,13 @@ CREATE TABLE IF NOT EXISTS jobstate_migrations (
 	}
 	var applied []int
 	for _, m := range all[current:] {
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
-			return nil, fmt.Errorf("version %d (%s): %w", m.version, m.name, err)
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return nil, fmt.Errorf("version %d (%s): %w", m.Version, m.Name, err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO jobstate_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-			return nil, fmt.Errorf("recording version %d: %w", m.version, err)
+		if _, err := tx.Exec(ctx, `INSERT INTO jobstate_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			return nil, fmt.Errorf("recording version %d: %w", m.Version, err)
 		}
-		applied = append(applied, m.version)
+		applied = append(applied, m.Version)
 	}
 	return applied, nil
 }

@@ -5,55 +5,21 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/storemigrate"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
 // migration is one versioned step of the schema.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
+type migration = storemigrate.Migration
 
 // migrations returns the embedded migrations in version order. A file is
 // named NNNN_name.sql; its number is its version.
 func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: reading migrations: %w", err)
-	}
-	var out []migration
-	for _, e := range entries {
-		name := e.Name()
-		num, rest, ok := strings.Cut(name, "_")
-		if !ok || !strings.HasSuffix(rest, ".sql") {
-			return nil, fmt.Errorf("sqlitestore: migration file %q is not named NNNN_name.sql", name)
-		}
-		v, err := strconv.Atoi(num)
-		if err != nil || v < 1 {
-			return nil, fmt.Errorf("sqlitestore: migration file %q has no positive version", name)
-		}
-		body, err := migrationFiles.ReadFile("migrations/" + name)
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: reading migration %q: %w", name, err)
-		}
-		out = append(out, migration{version: v, name: strings.TrimSuffix(rest, ".sql"), sql: string(body)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i := range out {
-		if out[i].version != i+1 {
-			return nil, fmt.Errorf("sqlitestore: migration versions are not 1..n: %d at position %d", out[i].version, i+1)
-		}
-	}
-	return out, nil
+	return storemigrate.Load(migrationFiles, "migrations", "sqlitestore")
 }
 
 // SchemaVersion is the schema version this package's migrations lead to.
@@ -124,13 +90,13 @@ func migrateTx(ctx context.Context, conn *sql.Conn, all []migration) ([]int, err
 	}
 	var applied []int
 	for _, m := range all[current:] {
-		if _, err := conn.ExecContext(ctx, m.sql); err != nil {
-			return nil, unavailable(fmt.Sprintf("migrate: version %d (%s)", m.version, m.name), err, false)
+		if _, err := conn.ExecContext(ctx, m.SQL); err != nil {
+			return nil, unavailable(fmt.Sprintf("migrate: version %d (%s)", m.Version, m.Name), err, false)
 		}
-		if _, err := conn.ExecContext(ctx, `INSERT INTO jobstate_migrations (version, name) VALUES (?, ?)`, m.version, m.name); err != nil {
-			return nil, unavailable(fmt.Sprintf("migrate: recording version %d", m.version), err, false)
+		if _, err := conn.ExecContext(ctx, `INSERT INTO jobstate_migrations (version, name) VALUES (?, ?)`, m.Version, m.Name); err != nil {
+			return nil, unavailable(fmt.Sprintf("migrate: recording version %d", m.Version), err, false)
 		}
-		applied = append(applied, m.version)
+		applied = append(applied, m.Version)
 	}
 	// A write every time, so that a file that cannot be written is found
 	// here rather than at the first job: the header's user_version is the
