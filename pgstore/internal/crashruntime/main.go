@@ -17,19 +17,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/pgstore"
 	"github.com/jobstate/jobstate/pgstore/internal/crashmachine"
+	"github.com/jobstate/jobstate/pgstore/internal/workerprog"
 	"github.com/jobstate/jobstate/worker"
 )
 
@@ -44,37 +40,19 @@ func main() {
 }
 
 func run() error {
-	pool, err := pgxpool.New(context.Background(), os.Getenv("CRASH_URL"))
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
+	// The signals are registered first, for the life of the process: the
+	// first starts the graceful shutdown, the second stops hard.
+	sigs := workerprog.Signals()
 	opts := pgstore.Options{Schema: os.Getenv("CRASH_SCHEMA")}
 	if os.Getenv("CRASH_GROUP") != "" {
 		opts.GroupCommit = 16
 	}
-	store, err := pgstore.New(pool, opts)
+	env, err := workerprog.Open(context.Background(), os.Getenv("CRASH_URL"), 0, opts, crashmachine.RuntimeSpec())
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	def, err := jobstate.NewDefinition(crashmachine.RuntimeSpec())
-	if err != nil {
-		return err
-	}
-	eng, err := jobstate.New(store, jobstate.WithMachines(def))
-	if err != nil {
-		return err
-	}
-	table := os.Getenv("CRASH_TABLE")
-	effect := func(ctx context.Context, j jobstate.Job) error {
-		tx, ok := pgstore.Tx(ctx)
-		if !ok {
-			return errors.New("no store transaction")
-		}
-		_, err := tx.Exec(ctx, "INSERT INTO "+table+" (job) VALUES ($1)", j.ID)
-		return err
-	}
+	defer env.Close()
+	effect := workerprog.InsertEffect(os.Getenv("CRASH_TABLE"))
 	handler := worker.HandlerFunc(func(ctx context.Context, t *worker.Task) (jobstate.CommitInput, error) {
 		d := time.Duration(1+rand.IntN(5)) * time.Millisecond
 		if rand.IntN(20) == 0 {
@@ -87,7 +65,7 @@ func run() error {
 			return jobstate.CommitInput{}, context.Cause(ctx)
 		}
 	})
-	w, err := worker.New(eng,
+	w, err := worker.New(env.Engine,
 		worker.WithName(os.Getenv("CRASH_WORKER")),
 		worker.Handle(crashmachine.RuntimeName, handler, 8),
 		worker.WithPollInterval(50*time.Millisecond),
@@ -97,15 +75,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		<-ctx.Done() // the first signal: Run starts a graceful shutdown
-		stop()
-		second := make(chan os.Signal, 1)
-		signal.Notify(second, os.Interrupt, syscall.SIGTERM)
-		<-second // the second: a hard stop
-		w.Stop()
-	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	workerprog.StopOnSignals(sigs, nil, cancel, w)
 	return w.Run(ctx)
 }

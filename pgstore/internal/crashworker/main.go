@@ -12,17 +12,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/pgstore"
 	"github.com/jobstate/jobstate/pgstore/internal/crashmachine"
+	"github.com/jobstate/jobstate/pgstore/internal/workerprog"
 )
 
 func main() {
@@ -33,37 +31,18 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	pool, err := pgxpool.New(ctx, os.Getenv("CRASH_URL"))
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
 	group := os.Getenv("CRASH_GROUP") != ""
 	opts := pgstore.Options{Schema: os.Getenv("CRASH_SCHEMA")}
 	if group {
 		opts.GroupCommit = 16
 	}
-	store, err := pgstore.New(pool, opts)
+	env, err := workerprog.Open(ctx, os.Getenv("CRASH_URL"), 0, opts, crashmachine.Spec())
 	if err != nil {
 		return err
 	}
-	def, err := jobstate.NewDefinition(crashmachine.Spec())
-	if err != nil {
-		return err
-	}
-	eng, err := jobstate.New(store, jobstate.WithMachines(def))
-	if err != nil {
-		return err
-	}
-	table, name := os.Getenv("CRASH_TABLE"), os.Getenv("CRASH_WORKER")
-	effect := func(ctx context.Context, j jobstate.Job) error {
-		tx, ok := pgstore.Tx(ctx)
-		if !ok {
-			return errors.New("no store transaction")
-		}
-		_, err := tx.Exec(ctx, "INSERT INTO "+table+" (job) VALUES ($1)", j.ID)
-		return err
-	}
+	defer env.Close()
+	eng, name := env.Engine, os.Getenv("CRASH_WORKER")
+	effect := workerprog.InsertEffect(os.Getenv("CRASH_TABLE"))
 	// A restarted worker first gives back what its previous life held.
 	for {
 		if _, err := eng.RecoverWorker(ctx, name); err == nil {

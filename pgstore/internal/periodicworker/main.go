@@ -33,17 +33,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/pgstore"
 	"github.com/jobstate/jobstate/pgstore/internal/periodicworker/tickmachine"
+	"github.com/jobstate/jobstate/pgstore/internal/workerprog"
 	"github.com/jobstate/jobstate/worker"
 )
 
@@ -95,27 +91,11 @@ func readConfig() (config, error) {
 	return c, nil
 }
 
-// effect returns the commit effect that inserts the job's id into table
-// in the store's transaction.
-func effect(table string) jobstate.EffectFunc {
-	return func(ctx context.Context, j jobstate.Job) error {
-		tx, ok := pgstore.Tx(ctx)
-		if !ok {
-			return errors.New("periodicworker: the effect runs outside the store's transaction")
-		}
-		if _, err := tx.Exec(ctx, "INSERT INTO "+table+" (job) VALUES ($1)", j.ID); err != nil {
-			return fmt.Errorf("periodicworker: inserting the effect row: %w", err)
-		}
-		return nil
-	}
-}
-
 func run() error {
 	// Signals are handled from the start, for the life of the process, so
 	// that none, not even one arriving while the process starts or
 	// exits, kills it by the default action.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	sigs := workerprog.Signals()
 
 	c, err := readConfig()
 	if err != nil {
@@ -123,33 +103,17 @@ func run() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pcfg, err := pgxpool.ParseConfig(c.url)
+	// 8 connections: 2 handlers, the claims, the sweeps, the schedule and
+	// the notification listener.
+	env, err := workerprog.Open(ctx, c.url, 8, pgstore.Options{Schema: c.schema}, tickmachine.Spec())
 	if err != nil {
-		return fmt.Errorf("parsing PERIODIC_URL: %w", err)
+		return err
 	}
-	pcfg.MaxConns = 8 // 2 handlers, the claims, the sweeps, the schedule and the notification listener
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return fmt.Errorf("opening the pool: %w", err)
-	}
-	defer pool.Close()
-	if err := pool.Ping(ctx); err != nil {
+	defer env.Close()
+	if err := env.Pool.Ping(ctx); err != nil {
 		return fmt.Errorf("connecting: %w", err)
 	}
-	store, err := pgstore.New(pool, pgstore.Options{Schema: c.schema})
-	if err != nil {
-		return fmt.Errorf("opening the store: %w", err)
-	}
-	defer store.Close()
-	def, err := jobstate.NewDefinition(tickmachine.Spec())
-	if err != nil {
-		return fmt.Errorf("the tick machine: %w", err)
-	}
-	eng, err := jobstate.New(store, jobstate.WithMachines(def))
-	if err != nil {
-		return fmt.Errorf("the engine: %w", err)
-	}
-	succeed := jobstate.CommitInput{Effect: effect(c.table)}
+	succeed := jobstate.CommitInput{Effect: workerprog.InsertEffect(c.table)}
 	handler := worker.HandlerFunc(func(context.Context, *worker.Task) (jobstate.CommitInput, error) {
 		return succeed, nil
 	})
@@ -163,11 +127,7 @@ func run() error {
 		worker.WithSweepInterval(500 * time.Millisecond),
 		worker.WithGracePeriod(gracePeriod),
 	}
-	if c.log {
-		logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-		wopts = append(wopts, worker.WithLogger(logger.With("pid", os.Getpid())))
-	}
-	w, err := worker.New(eng, wopts...)
+	w, err := worker.New(env.Engine, append(wopts, workerprog.LogOptions(c.log)...)...)
 	if err != nil {
 		return fmt.Errorf("the worker: %w", err)
 	}
@@ -194,15 +154,9 @@ func run() error {
 			return nil
 		}
 	}
-	go func() {
-		select {
-		case <-sigs:
-		case <-lines: // the end of standard input, or any further line
-		}
-		cancel() // Run starts a graceful shutdown
-		<-sigs
-		w.Stop() // the second signal: a hard stop
-	}()
+	// A signal, the end of standard input or any further line on it
+	// starts a graceful shutdown; a second signal, a hard stop.
+	workerprog.StopOnSignals(sigs, lines, cancel, w)
 	if err := w.Run(ctx); err != nil {
 		return fmt.Errorf("running the worker: %w", err)
 	}

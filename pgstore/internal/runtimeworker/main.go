@@ -34,18 +34,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/pgstore"
 	"github.com/jobstate/jobstate/pgstore/internal/crashmachine"
+	"github.com/jobstate/jobstate/pgstore/internal/workerprog"
 	"github.com/jobstate/jobstate/worker"
 )
 
@@ -103,14 +99,14 @@ func readConfig() (config, error) {
 
 // handler is the worker's handler for the crash machine.
 type handler struct {
-	table    string
 	slow     time.Duration
 	stubborn bool
+	effect   jobstate.EffectFunc // inserts the job's id into the test's table
 }
 
 // Work works a few milliseconds (a slow job on its first attempt: h.slow,
 // or, stubborn, until it is cancelled and then forever) and returns a
-// commit whose effect inserts the job's id into h.table.
+// commit with h.effect.
 func (h *handler) Work(ctx context.Context, t *worker.Task) (jobstate.CommitInput, error) {
 	d := time.Duration(1+rand.IntN(5)) * time.Millisecond
 	if string(t.Job().Payload) == slowPayload && t.Lease().Token == 1 {
@@ -130,83 +126,44 @@ func (h *handler) Work(ctx context.Context, t *worker.Task) (jobstate.CommitInpu
 	}
 }
 
-// effect inserts the job's id into the table in the store's transaction.
-func (h *handler) effect(ctx context.Context, j jobstate.Job) error {
-	tx, ok := pgstore.Tx(ctx)
-	if !ok {
-		return errors.New("runtimeworker: the effect runs outside the store's transaction")
-	}
-	if _, err := tx.Exec(ctx, "INSERT INTO "+h.table+" (job) VALUES ($1)", j.ID); err != nil {
-		return fmt.Errorf("runtimeworker: inserting the effect row: %w", err)
-	}
-	return nil
-}
-
 func run() error {
-	// One channel receives both signals, registered first and for the
-	// life of the process, so that no signal, not even one arriving while
-	// the process starts or exits, can kill it by the default action: it
-	// exits 0 after a stop. Signals before Run are kept in the channel.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	// The signals are registered first, for the life of the process, so
+	// that none can kill it by the default action: it exits 0 after a
+	// stop. Signals before Run are kept in the channel.
+	sigs := workerprog.Signals()
 	fmt.Println("ready") // the signals are handled from here on
 
 	c, err := readConfig()
 	if err != nil {
 		return err
 	}
-	pcfg, err := pgxpool.ParseConfig(c.url)
-	if err != nil {
-		return fmt.Errorf("parsing CRASH_URL: %w", err)
-	}
-	pcfg.MaxConns = 12 // 8 handlers, the claims, the sweeps and the notification listener
-	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
-	if err != nil {
-		return fmt.Errorf("opening the pool: %w", err)
-	}
-	defer pool.Close()
 	opts := pgstore.Options{Schema: c.schema}
 	if c.group {
 		opts.GroupCommit = 16
 	}
-	store, err := pgstore.New(pool, opts)
+	// 12 connections: 8 handlers, the claims, the sweeps and the
+	// notification listener.
+	env, err := workerprog.Open(context.Background(), c.url, 12, opts, crashmachine.Spec())
 	if err != nil {
-		return fmt.Errorf("opening the store: %w", err)
+		return err
 	}
-	defer store.Close()
-	def, err := jobstate.NewDefinition(crashmachine.Spec())
-	if err != nil {
-		return fmt.Errorf("the crash machine: %w", err)
-	}
-	eng, err := jobstate.New(store, jobstate.WithMachines(def))
-	if err != nil {
-		return fmt.Errorf("the engine: %w", err)
-	}
+	defer env.Close()
+	h := &handler{slow: c.slow, stubborn: c.stubborn, effect: workerprog.InsertEffect(c.table)}
 	wopts := []worker.Option{
 		worker.WithName(c.name),
-		worker.Handle(crashmachine.Name, &handler{table: c.table, slow: c.slow, stubborn: c.stubborn}, 8,
-			worker.LeaseTTL(c.lease)),
+		worker.Handle(crashmachine.Name, h, 8, worker.LeaseTTL(c.lease)),
 		worker.WithPollInterval(50 * time.Millisecond),
 		worker.WithSweepInterval(250 * time.Millisecond),
 		worker.WithGracePeriod(c.grace),
 	}
-	if c.log {
-		logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-		wopts = append(wopts, worker.WithLogger(logger.With("pid", os.Getpid())))
-	}
-	w, err := worker.New(eng, wopts...)
+	w, err := worker.New(env.Engine, append(wopts, workerprog.LogOptions(c.log)...)...)
 	if err != nil {
 		return fmt.Errorf("the worker: %w", err)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() {
-		<-sigs
-		cancel() // the first signal: Run starts a graceful shutdown
-		<-sigs
-		w.Stop() // the second: a hard stop
-	}()
+	workerprog.StopOnSignals(sigs, nil, cancel, w)
 	err = w.Run(ctx)
 	if errors.Is(err, worker.ErrStopped) {
 		return nil // two signals before Run: stopped hard before it claimed anything
