@@ -28,7 +28,7 @@ import (
 const (
 	rtWorkers   = 4                      // worker processes; the last one's slow handlers ignore their context
 	rtGrace     = 300 * time.Millisecond // the runtime's grace period
-	rtLease     = 2 * time.Second        // the lease TTL the workers claim with
+	rtLease     = 10 * time.Second       // the lease TTL the workers claim with: see TestRuntimeCrashSignals
 	rtSlow      = 2 * time.Second        // how long a slow job works on its first attempt
 	rtSlowEvery = 25                     // one job in rtSlowEvery is slow
 	rtExitSlack = 5 * time.Second        // beyond the grace period, for a stopped worker to exit
@@ -81,8 +81,13 @@ type rtProc struct {
 // TestRuntimeCrashSignals runs the worker runtime (package worker, in
 // pgstore/internal/runtimeworker) in four processes over 2,000 jobs
 // (JOBSTATE_CRASH_JOBS), one in 25 of them slow on its first attempt,
-// with a lease TTL of 2 s, and while they work sends one signal at a
-// time, at random moments:
+// with a lease TTL of 10 s, and while they work sends one signal at a
+// time, at random moments. The lease outlasts any delay of the heartbeats
+// on a loaded machine (one every third of it), so that no execution held
+// at a SIGTERM lapses before the shutdown gives it back: what is checked
+// there is the signal handling, not the lease's timing. The executions of
+// a worker killed and restarted under a new name still lapse, once the
+// lease is over, within the run. The signals:
 //
 //   - SIGKILL to a worker holding leases: the process is restarted under
 //     the same name, and its executions end by Run's RecoverWorker at
