@@ -62,39 +62,98 @@ func TestCrashServerRestart(t *testing.T) {
 	runCrash(t, cluster, pool, n, true)
 }
 
-func runCrash(t *testing.T, cluster *pgtest.Cluster, pool *pgxpool.Pool, n int, restart bool) {
+// crashSchema is the setting of a crash test: a worker program built for
+// it, a schema of its own with the table the program's commit effect
+// inserts into, an engine on a store of the schema running the test's
+// machine, and the jobs the test created.
+type crashSchema struct {
+	bin, schema, table string
+	store              *pgstore.Store
+	def                *jobstate.Definition
+	eng                *jobstate.Engine
+	jobs               []jobstate.Job
+}
+
+// newCrashSchema builds the worker program in pgstore/internal/program,
+// migrates a fresh schema named prefix and a unique suffix (dropped when
+// t ends), creates its table receipts (no unique key, so that an effect
+// applied twice shows), and creates n jobs of spec's machine, the i-th
+// with payload(i) when payload is not nil.
+func newCrashSchema(t *testing.T, pool *pgxpool.Pool, program, prefix string, spec jobstate.Spec, n int, payload func(i int) []byte) *crashSchema {
+	t.Helper()
 	ctx := context.Background()
-	bin := filepath.Join(t.TempDir(), "crashworker")
-	out, err := exec.Command("go", "build", "-o", bin, "./internal/crashworker").CombinedOutput()
+	c := &crashSchema{bin: filepath.Join(t.TempDir(), program)}
+	out, err := exec.Command("go", "build", "-o", c.bin, "./internal/"+program).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 
-	schema := fmt.Sprintf("crash_%d_%d", os.Getpid(), time.Now().UnixNano())
-	_, err = pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
+	c.schema = fmt.Sprintf("%s_%d_%d", prefix, os.Getpid(), time.Now().UnixNano())
+	_, err = pgstore.Migrate(ctx, pool, pgstore.Options{Schema: c.schema})
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-	table := schema + ".receipts"
-	_, err = pool.Exec(ctx, "CREATE TABLE "+table+" (job uuid NOT NULL)") // no unique key: duplicates would show
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+c.schema+" CASCADE") })
+	c.table = c.schema + ".receipts"
+	_, err = pool.Exec(ctx, "CREATE TABLE "+c.table+" (job uuid NOT NULL)")
 	require.NoError(t, err)
-	store, err := pgstore.New(pool, pgstore.Options{Schema: schema})
+	c.store, err = pgstore.New(pool, pgstore.Options{Schema: c.schema})
 	require.NoError(t, err)
-	defer store.Close()
-	def, err := jobstate.NewDefinition(crashmachine.Spec())
+	t.Cleanup(func() { c.store.Close() })
+	c.def, err = jobstate.NewDefinition(spec)
 	require.NoError(t, err)
-	eng, err := jobstate.New(store, jobstate.WithMachines(def))
+	c.eng, err = jobstate.New(c.store, jobstate.WithMachines(c.def))
 	require.NoError(t, err)
-	ids := make([]jobstate.Job, 0, n)
+	c.jobs = make([]jobstate.Job, 0, n)
 	for i := 0; i < n; i++ {
-		c, err := eng.Create(ctx, jobstate.NewJob{Machine: crashmachine.Name})
+		nj := jobstate.NewJob{Machine: spec.Name}
+		if payload != nil {
+			nj.Payload = payload(i)
+		}
+		created, err := c.eng.Create(ctx, nj)
 		require.NoError(t, err)
-		ids = append(ids, c.Job)
+		c.jobs = append(c.jobs, created.Job)
 	}
+	return c
+}
+
+// receipts returns the number of rows of the receipts table and of
+// distinct jobs in it.
+func (c *crashSchema) receipts(t *testing.T, pool *pgxpool.Pool) (rows, distinct int) {
+	t.Helper()
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT job) FROM "+c.table).Scan(&rows, &distinct))
+	return rows, distinct
+}
+
+// requireEnded fails the test unless one effect row per job was written,
+// none twice, and every job the test created succeeded with a history
+// that replays to its state.
+func (c *crashSchema) requireEnded(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	rows, distinct := c.receipts(t, pool)
+	assert.Equal(t, len(c.jobs), rows, "one effect row per job")
+	assert.Equal(t, len(c.jobs), distinct, "no job's effect twice")
+	for _, j := range c.jobs {
+		got, err := c.store.Get(ctx, j.ID)
+		require.NoError(t, err)
+		require.True(t, got.Terminal(), "job %s is %s", j.ID, got.State)
+		require.Equal(t, jobstate.OutcomeSucceeded, got.Outcome, "job %s is %s", j.ID, got.State)
+		h, err := c.store.History(ctx, j.ID)
+		require.NoError(t, err)
+		st, err := c.def.Replay(h)
+		require.NoError(t, err, "job %s", j.ID)
+		require.Equal(t, got.State, st)
+	}
+}
+
+func runCrash(t *testing.T, cluster *pgtest.Cluster, pool *pgxpool.Pool, n int, restart bool) {
+	ctx := context.Background()
+	c := newCrashSchema(t, pool, "crashworker", "crash", crashmachine.Spec(), n, nil)
+	store, eng := c.store, c.eng
 
 	const workers = 4
 	procs := make([]*exec.Cmd, workers)
 	start := func(i int) {
-		cmd := exec.Command(bin)
-		cmd.Env = append(os.Environ(), "CRASH_URL="+cluster.URL, "CRASH_SCHEMA="+schema,
-			"CRASH_TABLE="+table, "CRASH_WORKER=w"+strconv.Itoa(i))
+		cmd := exec.Command(c.bin)
+		cmd.Env = append(os.Environ(), "CRASH_URL="+cluster.URL, "CRASH_SCHEMA="+c.schema,
+			"CRASH_TABLE="+c.table, "CRASH_WORKER=w"+strconv.Itoa(i))
 		if i%2 == 1 {
 			// Half the workers commit through group commit.
 			cmd.Env = append(cmd.Env, "CRASH_GROUP=1")
@@ -140,21 +199,7 @@ func runCrash(t *testing.T, cluster *pgtest.Cluster, pool *pgxpool.Pool, n int, 
 	elapsed := time.Since(t0)
 	t.Logf("%d jobs done by %d workers in %v with %d kills (server restarted: %v)", n, workers, elapsed.Round(time.Millisecond), kills, restarted)
 
-	var rows, distinct int
-	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT job) FROM "+table).Scan(&rows, &distinct))
-	assert.Equal(t, n, rows, "one effect row per job")
-	assert.Equal(t, n, distinct, "no job's effect twice")
-	for _, j := range ids {
-		got, err := store.Get(ctx, j.ID)
-		require.NoError(t, err)
-		require.True(t, got.Terminal(), "job %s is %s", j.ID, got.State)
-		require.Equal(t, jobstate.OutcomeSucceeded, got.Outcome)
-		h, err := store.History(ctx, j.ID)
-		require.NoError(t, err)
-		st, err := def.Replay(h)
-		require.NoError(t, err, "job %s", j.ID)
-		require.Equal(t, got.State, st)
-	}
+	c.requireEnded(t, pool)
 	if restart {
 		require.True(t, restarted, "the server was restarted")
 	}

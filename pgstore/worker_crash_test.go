@@ -2,11 +2,9 @@ package pgstore_test
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -15,8 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobstate/jobstate"
-	"github.com/jobstate/jobstate/pgstore"
 	"github.com/jobstate/jobstate/pgstore/internal/crashmachine"
 	"github.com/jobstate/jobstate/pgstore/pgtest"
 )
@@ -33,38 +29,16 @@ func TestCrashRuntimeWorkers(t *testing.T) {
 	n := crashJobs(t)
 	cluster, pool := pgtest.Shared(t)
 	ctx := context.Background()
-	bin := filepath.Join(t.TempDir(), "crashruntime")
-	out, err := exec.Command("go", "build", "-o", bin, "./internal/crashruntime").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-
-	schema := fmt.Sprintf("crashrt_%d_%d", os.Getpid(), time.Now().UnixNano())
-	_, err = pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-	table := schema + ".receipts"
-	_, err = pool.Exec(ctx, "CREATE TABLE "+table+" (job uuid NOT NULL)") // no unique key: duplicates would show
-	require.NoError(t, err)
-	store, err := pgstore.New(pool, pgstore.Options{Schema: schema})
-	require.NoError(t, err)
-	defer store.Close()
-	def, err := jobstate.NewDefinition(crashmachine.RuntimeSpec())
-	require.NoError(t, err)
-	eng, err := jobstate.New(store, jobstate.WithMachines(def))
-	require.NoError(t, err)
-	created := make([]jobstate.Job, 0, n)
-	for i := 0; i < n; i++ {
-		c, err := eng.Create(ctx, jobstate.NewJob{Machine: crashmachine.RuntimeName})
-		require.NoError(t, err)
-		created = append(created, c.Job)
-	}
+	c := newCrashSchema(t, pool, "crashruntime", "crashrt", crashmachine.RuntimeSpec(), n, nil)
+	store, schema := c.store, c.schema
 
 	const workers = 4
 	procs := make([]*exec.Cmd, workers)
 	exited := make([]chan error, workers)
 	start := func(i int) {
-		cmd := exec.Command(bin)
+		cmd := exec.Command(c.bin)
 		cmd.Env = append(os.Environ(), "CRASH_URL="+cluster.URL, "CRASH_SCHEMA="+schema,
-			"CRASH_TABLE="+table, "CRASH_WORKER=rt"+strconv.Itoa(i))
+			"CRASH_TABLE="+c.table, "CRASH_WORKER=rt"+strconv.Itoa(i))
 		if i%2 == 1 {
 			cmd.Env = append(cmd.Env, "CRASH_GROUP=1") // half the workers commit through group commit
 		}
@@ -128,22 +102,10 @@ func TestCrashRuntimeWorkers(t *testing.T) {
 	}
 	elapsed := time.Since(t0)
 
-	var rows, distinct int
-	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT job) FROM "+table).Scan(&rows, &distinct))
+	rows, distinct := c.receipts(t, pool)
 	t.Logf("%d jobs done by %d runtime workers in %v: %d SIGKILLs, %d SIGTERMs (%d leases held at the signal), %d effect rows, %d duplicates, %d lost",
 		n, workers, elapsed.Round(time.Millisecond), kills, terms, givenBack, rows, rows-distinct, n-distinct)
-	assert.Equal(t, n, rows, "one effect row per job")
-	assert.Equal(t, n, distinct, "no job's effect twice")
 	assert.Positive(t, kills)
 	assert.Positive(t, terms)
-	for _, c := range created {
-		got, err := store.Get(ctx, c.ID)
-		require.NoError(t, err)
-		require.Equal(t, jobstate.OutcomeSucceeded, got.Outcome, "job %s is %s", got.ID, got.State)
-		h, err := store.History(ctx, got.ID)
-		require.NoError(t, err)
-		st, err := def.Replay(h)
-		require.NoError(t, err, "job %s", got.ID)
-		require.Equal(t, got.State, st)
-	}
+	c.requireEnded(t, pool)
 }
