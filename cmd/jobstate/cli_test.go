@@ -160,9 +160,19 @@ func TestBadInputIsOneLineAndAnExitCode(t *testing.T) {
 func TestHelp(t *testing.T) {
 	o := runArgs(t, "help")
 	o.wantCode(t, exitOK)
-	for _, name := range commandOrder {
-		if !strings.Contains(o.stdout, "  "+name+" ") {
-			t.Errorf("help lacks %s:\n%s", name, o.stdout)
+	last := -1
+	for _, c := range commands() {
+		at := strings.Index(o.stdout, "  "+c.name+" ")
+		if at < 0 {
+			t.Errorf("help lacks %s:\n%s", c.name, o.stdout)
+			continue
+		}
+		if at < last {
+			t.Errorf("help lists %s out of order:\n%s", c.name, o.stdout)
+		}
+		last = at
+		if got, ok := lookupCommand(c.name); !ok || got.summary != c.summary {
+			t.Errorf("command %s not found by its name", c.name)
 		}
 	}
 	h := runArgs(t, "cancel", "-h")

@@ -89,25 +89,38 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// commands maps each command name to its function and one line of help.
-var commands = map[string]struct {
+// command is one command: its name, its function and one line of help.
+type command struct {
+	name    string
 	fn      func(a *app, ctx context.Context, args []string) error
 	summary string
-}{
-	"validate": {(*app).validate, "check JSON definitions, printing every problem"},
-	"diagram":  {(*app).diagram, "print a JSON definition as a Mermaid state diagram"},
-	"migrate":  {(*app).migrate, "migrate up | migrate status: the store's schema"},
-	"list":     {(*app).list, "list jobs by filters, a page at a time"},
-	"get":      {(*app).get, "show a job with its history, executions and effects"},
-	"counts":   {(*app).counts, "count jobs per machine and state"},
-	"cancel":   {actionCommand(cancelAction), "cancel a job, or every job a filter selects"},
-	"redrive":  {actionCommand(redriveAction), "run a finished job again as a new job"},
-	"retry":    {actionCommand(retryAction), "run a failed job again as a new job"},
-	"ui":       {(*app).serveUI, "serve the web interface over the store"},
 }
 
-// commandOrder is the order of the commands in the help.
-var commandOrder = []string{"validate", "diagram", "migrate", "list", "get", "counts", "cancel", "redrive", "retry", "ui"}
+// commands returns every command, in the order of the help.
+func commands() []command {
+	return []command{
+		{"validate", (*app).validate, "check JSON definitions, printing every problem"},
+		{"diagram", (*app).diagram, "print a JSON definition as a Mermaid state diagram"},
+		{"migrate", (*app).migrate, "migrate up | migrate status: the store's schema"},
+		{"list", (*app).list, "list jobs by filters, a page at a time"},
+		{"get", (*app).get, "show a job with its history, executions and effects"},
+		{"counts", (*app).counts, "count jobs per machine and state"},
+		{"cancel", actionCommand(cancelAction), "cancel a job, or every job a filter selects"},
+		{"redrive", actionCommand(redriveAction), "run a finished job again as a new job"},
+		{"retry", actionCommand(retryAction), "run a failed job again as a new job"},
+		{"ui", (*app).serveUI, "serve the web interface over the store"},
+	}
+}
+
+// lookupCommand returns the command named name, if there is one.
+func lookupCommand(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
 
 func (a *app) run(ctx context.Context, args []string) int {
 	if len(args) == 0 {
@@ -120,7 +133,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		a.usage(a.stdout)
 		return exitOK
 	}
-	cmd, ok := commands[name]
+	cmd, ok := lookupCommand(name)
 	if !ok {
 		return a.fail(usagef("unknown command %q (run `jobstate help`)", name))
 	}
@@ -166,8 +179,8 @@ func (a *app) usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: jobstate COMMAND [flags] [args]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
-	for _, name := range commandOrder {
-		fmt.Fprintf(w, "  %-9s %s\n", name, commands[name].summary)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run `jobstate COMMAND -h` for a command's flags; docs/command.md is the manual.")
