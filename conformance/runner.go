@@ -300,6 +300,37 @@ func (r *runner) step(n int, s Step) {
 		}
 	}
 
+	// history and executions return the records of the step's job, as
+	// the operation read them or read now; what says what the step
+	// expects of them, for the vector error of a step that names no job.
+	history := func(what string) []jobstate.Transition {
+		t.Helper()
+		if !hasTarget {
+			fail("vector error: %s expected but the step names no job", what)
+		}
+		if res.readHist {
+			return res.history
+		}
+		h, err := r.store.History(r.ctx, target)
+		if err != nil {
+			fail("reading the history: %v", err)
+		}
+		return h
+	}
+	executions := func(what string) []jobstate.Execution {
+		t.Helper()
+		if !hasTarget {
+			fail("vector error: %s expected but the step names no job", what)
+		}
+		if res.readHist {
+			return res.execs
+		}
+		xs, err := r.store.Executions(r.ctx, target)
+		if err != nil {
+			fail("reading the executions: %v", err)
+		}
+		return xs
+	}
 	if needsJob(e) {
 		if !hasTarget {
 			fail("vector error: job fields are expected but the step names no job")
@@ -317,16 +348,7 @@ func (r *runner) step(n int, s Step) {
 		}
 	}
 	if e.History != nil {
-		if !hasTarget {
-			fail("vector error: history is expected but the step names no job")
-		}
-		h := res.history
-		if !res.readHist {
-			var err error
-			if h, err = r.store.History(r.ctx, target); err != nil {
-				fail("reading the history: %v", err)
-			}
-		}
+		h := history("history is")
 		got := make([][3]string, len(h))
 		for i, tr := range h {
 			got[i] = [3]string{string(tr.From), string(tr.Event), string(tr.To)}
@@ -336,16 +358,7 @@ func (r *runner) step(n int, s Step) {
 		}
 	}
 	if e.Records != nil {
-		if !hasTarget {
-			fail("vector error: records are expected but the step names no job")
-		}
-		h := res.history
-		if !res.readHist {
-			var err error
-			if h, err = r.store.History(r.ctx, target); err != nil {
-				fail("reading the history: %v", err)
-			}
-		}
+		h := history("records are")
 		got := make([][2]string, len(h))
 		for i, tr := range h {
 			got[i] = [2]string{tr.Actor, tr.Reason}
@@ -365,16 +378,7 @@ func (r *runner) step(n int, s Step) {
 		}
 	}
 	if e.Executions != nil {
-		if !hasTarget {
-			fail("vector error: executions are expected but the step names no job")
-		}
-		xs := res.execs
-		if !res.readHist {
-			var err error
-			if xs, err = r.store.Executions(r.ctx, target); err != nil {
-				fail("reading the executions: %v", err)
-			}
-		}
+		xs := executions("executions are")
 		got := make([]string, len(xs))
 		for i, x := range xs {
 			got[i] = string(x.Status)
@@ -384,16 +388,7 @@ func (r *runner) step(n int, s Step) {
 		}
 	}
 	if e.ExecutionStartedAt != nil {
-		if !hasTarget {
-			fail("vector error: execution start times are expected but the step names no job")
-		}
-		xs := res.execs
-		if !res.readHist {
-			var err error
-			if xs, err = r.store.Executions(r.ctx, target); err != nil {
-				fail("reading the executions: %v", err)
-			}
-		}
+		xs := executions("execution start times are")
 		got := make([]string, len(xs))
 		for i, x := range xs {
 			got[i] = timeText(x.StartedAt)
@@ -411,16 +406,7 @@ func (r *runner) step(n int, s Step) {
 		}
 	}
 	if e.ExecutionErrors != nil {
-		if !hasTarget {
-			fail("vector error: execution errors are expected but the step names no job")
-		}
-		xs := res.execs
-		if !res.readHist {
-			var err error
-			if xs, err = r.store.Executions(r.ctx, target); err != nil {
-				fail("reading the executions: %v", err)
-			}
-		}
+		xs := executions("execution errors are")
 		got := make([]string, len(xs))
 		for i, x := range xs {
 			got[i] = x.Error
