@@ -112,8 +112,11 @@ func run(t *testing.T, ctx context.Context, env *jobstatetest.Env, screenshots b
 	}
 	srv := server(t, env)
 	base := srv.URL + prefix
-	// A bound on the whole run, far above its usual 10–25 s, so that a
-	// loaded machine slows the test without failing it.
+	// A bound on the whole run, so that a browser or page that stops
+	// answering fails the test instead of holding it until the test
+	// binary's timeout; it is several times the run's usual time (see
+	// docs/ui.md), so that a loaded machine slows the test without
+	// failing it.
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	start := time.Now()
