@@ -280,59 +280,47 @@ func (w *Worker) call(ctx context.Context, t *Task) (res jobstate.CommitInput, e
 func (w *Worker) succeed(t *Task, res jobstate.CommitInput) {
 	e := w.ending(t, false)
 	ctx := w.ops()
-	for {
-		err, r := e.try("succeed", func(ctx context.Context) error {
-			_, err := w.eng.Succeed(ctx, e.lease, res)
-			return err
-		})
-		if r == gaveUp {
-			return
+	err, done := e.settle("succeed", func(ctx context.Context) error {
+		_, err := w.eng.Succeed(ctx, e.lease, res)
+		return err
+	}, func(x *jobstate.Execution) bool {
+		switch x.Status {
+		case jobstate.ExecDone:
+			w.logTask(ctx, slog.LevelDebug, t, "job succeeded (confirmed after the store's answer was lost)")
+			return true
+		case jobstate.ExecCommitted:
+			w.finishCommitted(&e, "committed (confirmed after the store's answer was lost); finishing")
+			return true
 		}
-		if r == unknown || (e.unsure && mayBeOwn(err)) {
-			x, ok := e.read()
-			switch {
-			case !ok:
-				return
-			case x != nil && x.Status == jobstate.ExecDone:
-				w.logTask(ctx, slog.LevelDebug, t, "job succeeded (confirmed after the store's answer was lost)")
-				return
-			case x != nil && x.Status == jobstate.ExecCommitted:
-				w.finishCommitted(&e, "committed (confirmed after the store's answer was lost); finishing")
-				return
-			case r == unknown && pending(x):
-				continue // the commit was not applied: commit again
-			case r == unknown:
-				e.endedElsewhere("succeed", x, err)
-				return
-			}
-			// The refusal stands: the try it answered applied nothing.
-		}
-		switch {
-		case err == nil:
-			w.logTask(ctx, slog.LevelDebug, t, "job succeeded")
-		case errors.Is(err, jobstate.ErrIncomplete):
-			// The commit (and its effect) is recorded; only the succeed
-			// rule's effect failed. Finish once more, else the sweep
-			// finalizes the job when the lease lapses, without applying the
-			// effect again.
-			w.finishCommitted(&e, "committed, but the succeed rule's effect failed; finishing", slog.Any("error", err))
-		case errors.Is(err, jobstate.ErrLeaseLost), errors.Is(err, jobstate.ErrAlreadyCommitted), errors.Is(err, jobstate.ErrNotFound):
-			w.dropped(t, err)
-		default:
-			// Nothing was written: the effect failed, or the table or the
-			// store refused. Fail the execution with the reason.
-			cause := fmt.Errorf("worker: commit refused: %w", err)
-			level := slog.LevelDebug // the failure is logged next, with its reason
-			if errors.Is(err, jobstate.ErrInvalidTransition) {
-				// The table cannot take the job to success from its state:
-				// every such job fails, until the machine is fixed.
-				cause = jobstate.Permanent(cause)
-				level = slog.LevelWarn
-			}
-			w.logTask(ctx, level, t, "commit refused: failing the execution", slog.Any("error", err))
-			w.failWith(t, cause)
-		}
+		return false
+	}, pending)
+	if done {
 		return
+	}
+	switch {
+	case err == nil:
+		w.logTask(ctx, slog.LevelDebug, t, "job succeeded")
+	case errors.Is(err, jobstate.ErrIncomplete):
+		// The commit (and its effect) is recorded; only the succeed
+		// rule's effect failed. Finish once more, else the sweep
+		// finalizes the job when the lease lapses, without applying the
+		// effect again.
+		w.finishCommitted(&e, "committed, but the succeed rule's effect failed; finishing", slog.Any("error", err))
+	case errors.Is(err, jobstate.ErrLeaseLost), errors.Is(err, jobstate.ErrAlreadyCommitted), errors.Is(err, jobstate.ErrNotFound):
+		w.dropped(t, err)
+	default:
+		// Nothing was written: the effect failed, or the table or the
+		// store refused. Fail the execution with the reason.
+		cause := fmt.Errorf("worker: commit refused: %w", err)
+		level := slog.LevelDebug // the failure is logged next, with its reason
+		if errors.Is(err, jobstate.ErrInvalidTransition) {
+			// The table cannot take the job to success from its state:
+			// every such job fails, until the machine is fixed.
+			cause = jobstate.Permanent(cause)
+			level = slog.LevelWarn
+		}
+		w.logTask(ctx, level, t, "commit refused: failing the execution", slog.Any("error", err))
+		w.failWith(t, cause)
 	}
 }
 
@@ -343,42 +331,32 @@ func (w *Worker) finishCommitted(e *ending, msg string, args ...any) {
 	ctx := w.ops()
 	t := e.t
 	w.logTask(ctx, slog.LevelDebug, t, msg, args...)
-	for {
-		err, r := e.try("finish", func(ctx context.Context) error {
-			_, err := w.eng.Finish(ctx, e.lease)
-			return err
-		})
-		if r == gaveUp {
-			return // the sweep finalizes the job when the lease lapses
+	err, done := e.settle("finish", func(ctx context.Context) error {
+		_, err := w.eng.Finish(ctx, e.lease)
+		return err
+	}, func(x *jobstate.Execution) bool {
+		if x.Status != jobstate.ExecDone {
+			return false
 		}
-		if r == unknown || (e.unsure && mayBeOwn(err)) {
-			x, ok := e.read()
-			switch {
-			case !ok:
-				return
-			case x != nil && x.Status == jobstate.ExecDone:
-				w.logTask(ctx, slog.LevelDebug, t, "job succeeded (finish confirmed after the store's answer was lost)")
-				return
-			case r == unknown && x != nil && x.Status == jobstate.ExecCommitted:
-				continue // not finished: finish again
-			case r == unknown:
-				e.endedElsewhere("finish", x, err)
-				return
-			}
-		}
-		switch {
-		case err == nil:
-			w.logTask(ctx, slog.LevelDebug, t, "job succeeded (finished after its commit)")
-		case errors.Is(err, jobstate.ErrLeaseLost):
-			// The commit stands; the sweep finalizes the job without
-			// applying its effect again.
-			w.logTask(ctx, slog.LevelDebug, t, "committed but not finished: the sweep will finalize the job", slog.Any("error", err))
-		default:
-			// The succeed rule's effect (or the table) refuses: the sweep's
-			// finalization will meet the same refusal.
-			w.logTask(ctx, slog.LevelWarn, t, "committed but not finished: the sweep will finalize the job", slog.Any("error", err))
-		}
-		return
+		w.logTask(ctx, slog.LevelDebug, t, "job succeeded (finish confirmed after the store's answer was lost)")
+		return true
+	}, func(x *jobstate.Execution) bool {
+		return x != nil && x.Status == jobstate.ExecCommitted // not finished: finish again
+	})
+	if done {
+		return // given up: the sweep finalizes the job when the lease lapses
+	}
+	switch {
+	case err == nil:
+		w.logTask(ctx, slog.LevelDebug, t, "job succeeded (finished after its commit)")
+	case errors.Is(err, jobstate.ErrLeaseLost):
+		// The commit stands; the sweep finalizes the job without
+		// applying its effect again.
+		w.logTask(ctx, slog.LevelDebug, t, "committed but not finished: the sweep will finalize the job", slog.Any("error", err))
+	default:
+		// The succeed rule's effect (or the table) refuses: the sweep's
+		// finalization will meet the same refusal.
+		w.logTask(ctx, slog.LevelWarn, t, "committed but not finished: the sweep will finalize the job", slog.Any("error", err))
 	}
 }
 
@@ -419,38 +397,26 @@ func (w *Worker) failWith(t *Task, err error) {
 	e := w.ending(t, false)
 	ctx := w.ops()
 	msg := jobstate.CleanErrorText(err.Error()) // the text the engine records
-	for {
-		var job jobstate.Job
-		ferr, r := e.try("fail", func(ctx context.Context) error {
-			var ferr error
-			job, ferr = w.eng.Fail(ctx, e.lease, err)
-			return ferr
-		})
-		if r == gaveUp {
-			return
+	var job jobstate.Job
+	ferr, done := e.settle("fail", func(ctx context.Context) error {
+		var ferr error
+		job, ferr = w.eng.Fail(ctx, e.lease, err)
+		return ferr
+	}, func(x *jobstate.Execution) bool {
+		if x.Status != jobstate.ExecAborted || x.Error != msg {
+			return false
 		}
-		if r == unknown || (e.unsure && mayBeOwn(ferr)) {
-			x, ok := e.read()
-			switch {
-			case !ok:
-				return
-			case x != nil && x.Status == jobstate.ExecAborted && x.Error == msg:
-				w.logTask(ctx, slog.LevelInfo, t, "job failed", slog.Any("error", err), slog.Bool("confirmed", true))
-				return
-			case r == unknown && pending(x):
-				continue // not failed: fail again
-			case r == unknown:
-				e.endedElsewhere("fail", x, ferr)
-				return
-			}
-		}
-		if ferr != nil {
-			w.refused(t, "fail refused", ferr, slog.Any("cause", err))
-			return
-		}
-		w.logTask(ctx, slog.LevelInfo, t, "job failed", slog.Any("error", err), slog.String("now", string(job.State)), slog.Int("retries", job.RetryCount))
+		w.logTask(ctx, slog.LevelInfo, t, "job failed", slog.Any("error", err), slog.Bool("confirmed", true))
+		return true
+	}, pending)
+	if done {
 		return
 	}
+	if ferr != nil {
+		w.refused(t, "fail refused", ferr, slog.Any("cause", err))
+		return
+	}
+	w.logTask(ctx, slog.LevelInfo, t, "job failed", slog.Any("error", err), slog.String("now", string(job.State)), slog.Int("retries", job.RetryCount))
 }
 
 // snooze gives the job back to run again after d (Engine.Snooze), through
@@ -458,36 +424,24 @@ func (w *Worker) failWith(t *Task, err error) {
 func (w *Worker) snooze(t *Task, d time.Duration) {
 	e := w.ending(t, false)
 	ctx := w.ops()
-	for {
-		err, r := e.try("snooze", func(ctx context.Context) error {
-			_, err := w.eng.Snooze(ctx, e.lease, d)
-			return err
-		})
-		if r == gaveUp {
-			return
+	err, done := e.settle("snooze", func(ctx context.Context) error {
+		_, err := w.eng.Snooze(ctx, e.lease, d)
+		return err
+	}, func(x *jobstate.Execution) bool {
+		if x.Status != jobstate.ExecAborted {
+			return false
 		}
-		if r == unknown || (e.unsure && mayBeOwn(err)) {
-			x, ok := e.read()
-			switch {
-			case !ok:
-				return
-			case x != nil && x.Status == jobstate.ExecAborted:
-				w.logTask(ctx, slog.LevelDebug, t, "execution ended (confirmed after the store's answer was lost)", slog.String("reason", x.Error))
-				return
-			case r == unknown && pending(x):
-				continue // not snoozed: snooze again
-			case r == unknown:
-				e.endedElsewhere("snooze", x, err)
-				return
-			}
-		}
-		if err != nil {
-			w.refused(t, "snooze refused", err)
-			return
-		}
-		w.logTask(ctx, slog.LevelDebug, t, "job snoozed", slog.Duration("delay", d))
+		w.logTask(ctx, slog.LevelDebug, t, "execution ended (confirmed after the store's answer was lost)", slog.String("reason", x.Error))
+		return true
+	}, pending)
+	if done {
 		return
 	}
+	if err != nil {
+		w.refused(t, "snooze refused", err)
+		return
+	}
+	w.logTask(ctx, slog.LevelDebug, t, "job snoozed", slog.Duration("delay", d))
 }
 
 // refused logs a Fail or Snooze of t refused by the engine: a lease lost
@@ -510,44 +464,69 @@ func (w *Worker) refused(t *Task, msg string, err error, args ...any) {
 func (w *Worker) giveBack(t *Task) {
 	e := w.ending(t, true)
 	ctx := w.ops()
+	err, done := e.settle("give back", func(ctx context.Context) error {
+		_, err := w.eng.Snooze(ctx, e.lease, 0)
+		return err
+	}, func(x *jobstate.Execution) bool {
+		switch x.Status {
+		case jobstate.ExecAborted:
+			w.logTask(ctx, slog.LevelDebug, t, "execution ended (confirmed after the store's answer was lost)", slog.String("reason", x.Error))
+			return true
+		case jobstate.ExecCommitted:
+			w.finishCommitted(&e, "not given back: committed; finishing")
+			return true
+		}
+		return false
+	}, pending)
+	if done {
+		return
+	}
+	var ce *jobstate.CommitError
+	switch {
+	case err == nil:
+		w.logTask(ctx, slog.LevelInfo, t, "lease given back")
+	case errors.As(err, &ce) && ce.Winner == e.lease.ExecID:
+		w.finishCommitted(&e, "not given back: committed; finishing", slog.Any("error", err))
+	default:
+		// The lease is gone already, or the table cannot take the job
+		// back: either way the sweep recovers it, as the table says.
+		w.logTask(ctx, slog.LevelInfo, t, "lease not given back: it will lapse", slog.Any("error", err))
+	}
+}
+
+// settle makes the write op (call) through an unreachable store (try),
+// and settles a try whose outcome is unknown, or a refusal that may be
+// the trace of such an earlier try of its own (mayBeOwn), by reading the
+// execution: confirmed is given the execution, when there is one, and
+// returns true when it shows the write applied, having acted on it;
+// after an unknown outcome, the write is made again when again reports
+// that the execution shows it not applied, and otherwise the execution
+// was ended by another write (endedElsewhere). done is true when the runtime gave up, the read did,
+// the write was confirmed or the execution ended elsewhere: the caller
+// has nothing more to do. Otherwise err is the store's answer to the last
+// try (nil, or a refusal that stands), for the caller to act on.
+func (e *ending) settle(op string, call func(context.Context) error, confirmed, again func(x *jobstate.Execution) bool) (err error, done bool) {
 	for {
-		err, r := e.try("give back", func(ctx context.Context) error {
-			_, err := w.eng.Snooze(ctx, e.lease, 0)
-			return err
-		})
+		err, r := e.try(op, call)
 		if r == gaveUp {
-			return
+			return err, true
 		}
 		if r == unknown || (e.unsure && mayBeOwn(err)) {
 			x, ok := e.read()
 			switch {
 			case !ok:
-				return
-			case x != nil && x.Status == jobstate.ExecAborted:
-				w.logTask(ctx, slog.LevelDebug, t, "execution ended (confirmed after the store's answer was lost)", slog.String("reason", x.Error))
-				return
-			case x != nil && x.Status == jobstate.ExecCommitted:
-				w.finishCommitted(&e, "not given back: committed; finishing")
-				return
-			case r == unknown && pending(x):
-				continue // not given back: give it back again
+				return err, true
+			case x != nil && confirmed(x):
+				return err, true
+			case r == unknown && again(x):
+				continue
 			case r == unknown:
-				e.endedElsewhere("give back", x, err)
-				return
+				e.endedElsewhere(op, x, err)
+				return err, true
 			}
+			// The refusal stands: the try it answered applied nothing.
 		}
-		var ce *jobstate.CommitError
-		switch {
-		case err == nil:
-			w.logTask(ctx, slog.LevelInfo, t, "lease given back")
-		case errors.As(err, &ce) && ce.Winner == e.lease.ExecID:
-			w.finishCommitted(&e, "not given back: committed; finishing", slog.Any("error", err))
-		default:
-			// The lease is gone already, or the table cannot take the job
-			// back: either way the sweep recovers it, as the table says.
-			w.logTask(ctx, slog.LevelInfo, t, "lease not given back: it will lapse", slog.Any("error", err))
-		}
-		return
+		return err, false
 	}
 }
 
