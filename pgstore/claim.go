@@ -13,11 +13,13 @@ import (
 	"github.com/jobstate/jobstate"
 )
 
-// ClaimNext implements jobstate.Store. Each offer is one statement that
-// walks the partial index of the machine's ready jobs in claim order and
-// locks the first due row no other transaction holds (FOR NO KEY UPDATE
-// SKIP LOCKED), inside a savepoint: a skipped candidate is released at
-// once, with whatever fn wrote, and excluded from later offers.
+// ClaimNext implements jobstate.Store. Each offer is one statement
+// (claimStatement) that merges, in claim order, the walk of the partial
+// index of the machine's ready jobs without a key and the walk of its
+// keys' heads, and locks the first due row no other transaction holds
+// (FOR NO KEY UPDATE SKIP LOCKED), inside a savepoint: a skipped
+// candidate is released at once, with whatever fn wrote, and excluded
+// from later offers.
 func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstate.UpdateFunc) (jobstate.Job, error) {
 	if err := ctx.Err(); err != nil {
 		return jobstate.Job{}, err
@@ -88,14 +90,17 @@ func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstat
 // claimSnapshots locks up to n due ready jobs of machine in claim order,
 // not in excluded, and reads their snapshots, in one round trip (after
 // prefix, a statement sent first when not empty). The claim statement
-// leaves the ids it locked in a transaction-local setting, from which
-// the reads take them. With a limit per key (keys.limit above zero), the
-// jobs of a key at its limit, or in keys.passed, are left out; without,
-// the statement is the claim of a machine without keys.
+// leaves the ids it took in a transaction-local setting, from which the
+// reads take them. A job with a key is a candidate only as its key's head
+// for its priority, and only if its key's lock is free (the statement
+// takes it). With a limit per key (keys.limit above zero), the jobs of a
+// key at its limit, or in keys.passed, are left out too.
 func (s *Store) claimSnapshots(ctx context.Context, tx *connTx, prefix, machine string, now pgtype.Timestamptz, nowNs int16, excluded []uuid.UUID, keys *claimKeys, n int) ([]jobstate.Snapshot, error) {
 	lock, args := s.sql.claim, []any{machine, now, nowNs, excluded, n}
 	if keys.limit > 0 {
 		lock, args = s.sql.claimKeyed, append(args, keys.limit, keys.passed, s.keyLockPrefix(machine))
+	} else {
+		args = append(args, s.keyLockPrefix(machine))
 	}
 	return s.loadSnapshots(ctx, tx, snapshotQuery{
 		prefix: prefix,

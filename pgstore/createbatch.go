@@ -18,7 +18,8 @@ import (
 // can write through it; then the jobs and their history go to the server
 // with COPY (naming only the columns some job sets to another value than
 // the column's default), their executions and effects (rare at creation)
-// with INSERTs, and the COMMIT. Either every job is created or,
+// with INSERTs, the recomputation of the heads of the concurrency keys of
+// the ready jobs with one (queueHeads), and the COMMIT. Either every job is created or,
 // with an error, none is; fn's error is returned as it is.
 //
 // Each Write is a new job as a CreateFunc returns it: a new ID, Version
@@ -44,6 +45,7 @@ func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Cont
 		var hist [][]any
 		b := &pgx.Batch{}
 		ready := map[string]bool{}
+		var heads []headKey
 		for i := 0; i < n; i++ {
 			w, err := fn(fctx, i)
 			if err != nil {
@@ -74,6 +76,7 @@ func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Cont
 			if becameReady(nil, &w.Job) {
 				ready[w.Job.Machine] = true
 			}
+			heads = append(heads, touchedHeads(nil, &w.Job)...)
 			out = append(out, asStored(w.Job))
 		}
 		cols, rows := copyColumns(jobWriteNames, jobDefaults, jobs)
@@ -86,6 +89,7 @@ func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Cont
 				return nil, s.fail(ctx, "create batch", err)
 			}
 		}
+		s.queueHeads(b, heads, false)
 		if !s.opts.NoNotify {
 			for m := range ready {
 				b.Queue(s.sql.notify, s.sql.channel, notifyPayload(m))

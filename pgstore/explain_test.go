@@ -128,10 +128,9 @@ func TestPlansAtScale(t *testing.T) {
 	loadScale(t, s, n)
 	now := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
 
-	_, nodes := plan(t, s, pgstore.ClaimSQL(s), "m3", now, int16(0), []string{}, 10)
-	requireIndexPlan(t, "claim", nodes, "jobs_claim")
+	requireClaimPlan(t, pinnedPlan(t, s, pgstore.ClaimSQL(s), "m3", now, int16(0), []string{}, 10, pgstore.KeyLockPrefix(s, "m3")))
 
-	_, nodes = plan(t, s, pgstore.DueSQL(s), now, int16(0), time.Time{}, int16(0), [16]byte{}, 100)
+	_, nodes := plan(t, s, pgstore.DueSQL(s), now, int16(0), time.Time{}, int16(0), [16]byte{}, 100)
 	requireIndexPlan(t, "due", nodes, "jobs_wake")
 
 	// The first pages of listings, as List sends them.

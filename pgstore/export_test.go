@@ -15,6 +15,13 @@ import (
 // ClaimSQL returns the store's claim statement.
 func ClaimSQL(s *Store) string { return s.sql.claim }
 
+// ClaimKeyedSQL returns the store's claim statement with a limit per key.
+func ClaimKeyedSQL(s *Store) string { return s.sql.claimKeyed }
+
+// KeyLockPrefix returns the prefix of the names of machine's key locks,
+// the claim statements' last parameter.
+func KeyLockPrefix(s *Store, machine string) string { return s.keyLockPrefix(machine) }
+
 // DueSQL returns the store's Due statement for any machine.
 func DueSQL(s *Store) string { return s.sql.dueAny }
 
@@ -97,7 +104,7 @@ func HotSQL(s *Store) map[string]string {
 		"lock": q.lock, "lockMany": q.lockMany, "snapExecs": q.snapExecs, "snapEffects": q.snapEffects,
 		"updateJob": q.updateJob, "updateMany": q.updateMany, "updateExec": q.updateExec, "updateExecs": q.updateExecs,
 		"insertTransitions": q.insertTransitions, "holder": q.holder, "get": q.get,
-		"claimKeyed": q.claimKeyed, "keyLive": q.keyLive,
+		"claimKeyed": q.claimKeyed, "keyLive": q.keyLive, "heads": q.heads,
 	}
 }
 

@@ -415,15 +415,18 @@ func (s *Store) lockGroup(tx *connTx, ids []uuid.UUID) (map[uuid.UUID]*jobstate.
 }
 
 // lockGroupKeys takes the locks of the concurrency keys of the group's
-// ready jobs, the jobs whose functions may claim them, waiting for each,
-// in one statement and a fixed order, before any function runs: a group
-// that waits for a key holds no other, so two groups cannot wait for
-// each other. A member's write that raises its job's leases under a limit
-// then counts its key's live executions without waiting (checkKey).
+// jobs with one (any of their functions may claim them, make them ready
+// or stop them being ready, which changes their key's heads), waiting
+// for each, in one statement and a fixed order, before any function runs:
+// a group that waits for a key holds no other, so two groups cannot wait
+// for each other. A member's write that raises its job's leases under a
+// limit then counts its key's live executions without waiting
+// (checkKey), and the recomputation of its key's heads (queueHeads) takes
+// a lock the group holds.
 func (s *Store) lockGroupKeys(tx *connTx, snaps []jobstate.Snapshot) error {
 	var names []string
 	for i := range snaps {
-		if j := &snaps[i].Job; j.ConcurrencyKey != "" && j.Kind == jobstate.KindReady {
+		if j := &snaps[i].Job; j.ConcurrencyKey != "" {
 			names = append(names, s.keyLockName(j.Machine, j.ConcurrencyKey))
 		}
 	}

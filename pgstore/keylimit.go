@@ -24,7 +24,9 @@ import (
 // itself, before it locks the candidate's row, and passes over the jobs
 // of a key whose lock another transaction holds: the rows of a key are
 // locked by claims only under its lock, so each key's jobs are claimed
-// in claim order. Update waits for the lock, after the job's row.
+// in claim order. Update waits for the lock, after the job's row. The
+// same lock guards the key's heads (keyheads.go), which every claim of a
+// job with a key changes, with a limit or without.
 
 // LimitsKeys implements jobstate.KeyLimiter: the store enforces
 // Policy.MaxPerKey. ClaimNext and ClaimBatch with ClaimQuery.MaxPerKey
@@ -139,33 +141,9 @@ func (s *Store) checkKey(ctx context.Context, q querier, snap *jobstate.Snapshot
 // machine with a limit per key, the locks of keys (waiting for each) and
 // the count of their live executions.
 func keyStatements(r *strings.Replacer) (claim, wait, live string) {
-	// The claim of a limited machine: the claim statement's walk of the
-	// claim index in claim order, where a job with a key is a candidate
-	// only if, in the statement's snapshot, its key is not at its limit
-	// ($6; a hashed subplan of the few keys holding leases, read from
-	// jobs_key_live) and the job is among the first $6 due ready jobs of
-	// its key (from jobs_key_ready), if its key is not among $7 (passed
-	// over by this transaction), and if its key's lock ($8 and the key:
-	// keyLockName) can be taken at once, before the row is locked (the
-	// CASE keeps that order). The keys of the rows it returns are
-	// locked; their live executions are counted in a later statement
-	// (gateKeys). A claim that found a key's lock held while its walk
-	// passed the key's first job, and free at a later one, thus does not
-	// take the later one.
-	claim = r.Replace(`WITH c AS MATERIALIZED (SELECT {job} FROM {jobs}
- WHERE machine = $1 AND kind = 'ready' AND (not_before, not_before_ns) <= ($2, $3) AND id <> ALL ($4)
-   AND CASE WHEN concurrency_key = '' THEN true
-            WHEN concurrency_key = ANY ($7) OR concurrency_key IN (
-              SELECT concurrency_key FROM {jobs} WHERE machine = $1 AND leases > 0 AND concurrency_key <> ''
-               GROUP BY concurrency_key HAVING sum(leases) >= $6) THEN false
-            WHEN id <> ALL (ARRAY(SELECT p.id FROM {jobs} p
-              WHERE p.machine = $1 AND p.concurrency_key = {jobs}.concurrency_key AND p.concurrency_key <> ''
-                AND p.kind = 'ready' AND (p.not_before, p.not_before_ns) <= ($2, $3)
-              ORDER BY p.priority DESC, p.due_at, p.due_ns, p.created_at, p.created_ns, p.id LIMIT $6)) THEN false
-            ELSE pg_try_advisory_xact_lock(hashtextextended($8 || concurrency_key, 0)) END
- ORDER BY priority DESC, due_at, due_ns, created_at, created_ns, id
- LIMIT $5 FOR NO KEY UPDATE SKIP LOCKED)
-SELECT c.* FROM c WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::text, true) FROM c) IS NOT NULL`)
+	// The claim of a limited machine (claimStatement): the keys' heads
+	// are candidates only below the limit.
+	claim = claimStatement(r, true)
 	// The locks of sorted keys, one after another: two transactions
 	// waiting for several keys take them in the same order.
 	wait = `SELECT count(pg_advisory_xact_lock(hashtextextended(n, 0))) FROM unnest($1::text[]) WITH ORDINALITY AS v(n, i)`

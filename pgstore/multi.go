@@ -14,8 +14,8 @@ import (
 // Writes of many jobs at once (a claim batch, a group's members): one
 // UPDATE of every job from arrays, one INSERT of every transition, one
 // INSERT of every new execution, one UPDATE of every execution the jobs
-// had and one INSERT of every effect, instead of three or more statements
-// per job, the updates planned without regard to statistics (pinPlans).
+// had, one INSERT of every effect and one recomputation of the key heads
+// they touch, instead of three or more statements per job, the updates planned without regard to statistics (pinPlans).
 // The server's cost per statement is most of the cost of a small write.
 
 // SQL types of jobWriteColumns, in order.
@@ -172,6 +172,7 @@ type multiWrite struct {
 	execs   [][]any // new executions
 	known   [][]any // executions the jobs had
 	effects [][]any
+	heads   []headKey // the triples of key_heads the writes touch
 	ready   map[string]bool
 	seen    map[[2]uuid.UUID]bool
 }
@@ -216,6 +217,7 @@ func (m *multiWrite) add(cur *jobstate.Job, known []jobstate.Execution, w *jobst
 	for i := range w.Effects {
 		m.effects = append(m.effects, effectArgs(id, &w.Effects[i]))
 	}
+	m.heads = append(m.heads, touchedHeads(cur, &w.Job)...)
 	if becameReady(cur, &w.Job) {
 		m.ready[w.Job.Machine] = true
 	}
@@ -277,6 +279,7 @@ func (s *Store) queueMulti(b *pgx.Batch, m *multiWrite) error {
 		}
 		b.Queue(s.sql.insertEffects, cols...)
 	}
+	s.queueHeads(b, m.heads, true)
 	b.Queue(restorePlans)
 	if !s.opts.NoNotify {
 		for machine := range m.ready {

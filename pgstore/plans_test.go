@@ -18,7 +18,7 @@ import (
 )
 
 // storeTables are the tables of a store's schema.
-var storeTables = []string{"jobs", "executions", "transitions", "effects", "idempotency_keys"}
+var storeTables = []string{"jobs", "executions", "transitions", "effects", "idempotency_keys", "key_heads"}
 
 // analyzeEmpty analyzes the store's tables, as a database-wide ANALYZE
 // right after a purge does: the planner then believes them empty.
@@ -83,7 +83,7 @@ func TestHotPlansIgnoreEmptyStatistics(t *testing.T) {
 	_, err = tx.Exec(context.Background(), "SET LOCAL search_path TO "+pgx.Identifier{s.Schema()}.Sanitize())
 	require.NoError(t, err)
 	want := map[string][]string{
-		"claim":       {"jobs_claim"},
+		"claim":       {"jobs_claim", "key_heads_claim", "jobs_pkey"},
 		"claimExecs":  {"executions_pkey"},
 		"claimEffs":   {"effects_pkey"},
 		"lock":        {"jobs_pkey"},
@@ -95,7 +95,8 @@ func TestHotPlansIgnoreEmptyStatistics(t *testing.T) {
 		"updateExec":  {"executions_pkey"},
 		"updateExecs": {"executions_pkey"},
 		"holder":      {"idempotency_keys_pkey", "jobs_pkey"},
-		"claimKeyed":  {"jobs_claim", "jobs_key_live", "jobs_key_ready"},
+		"claimKeyed":  {"jobs_claim", "key_heads_claim", "jobs_pkey", "jobs_key_live", "jobs_key_ready"},
+		"heads":       {"jobs_key_ready", "key_heads_pkey"},
 		"keyLive":     {"jobs_key_live"},
 	}
 	hot := pgstore.HotSQL(s)

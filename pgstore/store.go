@@ -488,7 +488,7 @@ type statements struct {
 	insertEffect                                  string
 	takeKey, notify, claim, claimExecs, claimEffs string
 	list                                          string
-	claimKeyed, keyWait, keyLive                  string
+	claimKeyed, keyWait, keyLive, heads           string
 }
 
 func newStatements(schema string) statements {
@@ -498,7 +498,9 @@ func newStatements(schema string) statements {
 		"{transitions}", pgx.Identifier{schema, "transitions"}.Sanitize(),
 		"{effects}", pgx.Identifier{schema, "effects"}.Sanitize(),
 		"{keys}", pgx.Identifier{schema, "idempotency_keys"}.Sanitize(),
+		"{heads}", pgx.Identifier{schema, "key_heads"}.Sanitize(),
 		"{job}", jobColumns,
+		"{jjob}", qualified("j", jobColumns),
 		"{exec}", execColumns,
 		"{transition}", transitionColumns,
 		"{effect}", effectColumns,
@@ -526,7 +528,7 @@ func newStatements(schema string) statements {
 	updateMany, insertTransitions, insertExecs, updateExecs, insertEffects := multiStatements(r)
 	claimKeyed, keyWait, keyLive := keyStatements(r)
 	return statements{
-		claimKeyed: claimKeyed, keyWait: keyWait, keyLive: keyLive,
+		claimKeyed: claimKeyed, keyWait: keyWait, keyLive: keyLive, heads: headStatement(r),
 		updateMany: updateMany, insertTransitions: insertTransitions, insertEffects: insertEffects,
 		insertExecs: insertExecs, updateExecs: updateExecs,
 		channel:      channelName(schema),
@@ -591,14 +593,10 @@ SELECT 1 / count(*) FROM u`),
 		takeKey: r.Replace(`INSERT INTO {keys} (machine, key, job_id) VALUES ($1, $2, $3)
  ON CONFLICT (machine, key) DO UPDATE SET job_id = EXCLUDED.job_id`),
 		notify: `SELECT pg_notify($1, $2)`,
-		// The claim statement records the ids it locked in a
-		// transaction-local setting, which the snapshot reads sent after
-		// it in the same batch use ($1: the setting's name).
-		claim: r.Replace(`WITH c AS MATERIALIZED (SELECT {job} FROM {jobs}
- WHERE machine = $1 AND kind = 'ready' AND (not_before, not_before_ns) <= ($2, $3) AND id <> ALL ($4)
- ORDER BY priority DESC, due_at, due_ns, created_at, created_ns, id
- LIMIT $5 FOR NO KEY UPDATE SKIP LOCKED)
-SELECT c.* FROM c WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::text, true) FROM c) IS NOT NULL`),
+		// The claim statement (claimStatement) records the ids it took
+		// in a transaction-local setting, which the snapshot reads sent
+		// after it in the same batch use ($1: the setting's name).
+		claim: claimStatement(r, false),
 		// One index lookup per id (a nested loop over the ids): a plan
 		// that does not depend on the table's size or statistics, which
 		// right after a bulk load or a truncation would make the planner

@@ -285,8 +285,9 @@ func (s *Store) stage(snap *jobstate.Snapshot, w *jobstate.Write, out *jobstate.
 // queueWrite queues the statements of w on b: the job (inserted when cur
 // is nil, else updated under cur's version), its transitions, executions
 // (inserted, or updated when known, the executions the job had, names
-// them) and effects, and the notification of a job left ready. The job as
-// written is scanned into *out when the batch runs. An update's
+// them) and effects, the recomputation of the heads of its concurrency
+// key when it changes them (queueHeads), and the notification of a job
+// left ready. The job as written is scanned into *out when the batch runs. An update's
 // statements are planned without regard to statistics (pinPlans).
 func (s *Store) queueWrite(b *pgx.Batch, cur *jobstate.Job, known []jobstate.Execution, w *jobstate.Write, out *jobstate.Job) error {
 	args, err := jobArgs(&w.Job)
@@ -345,6 +346,7 @@ func (s *Store) queueWrite(b *pgx.Batch, cur *jobstate.Job, known []jobstate.Exe
 	for i := range w.Effects {
 		b.Queue(s.sql.insertEffect, effectArgs(id, &w.Effects[i])...)
 	}
+	s.queueHeads(b, touchedHeads(cur, &w.Job), cur != nil)
 	if cur != nil {
 		b.Queue(restorePlans)
 	}
