@@ -91,7 +91,9 @@ func TestCrashRuntimeWorkers(t *testing.T) {
 		require.NoError(t, procs[i].Process.Signal(syscall.SIGTERM))
 		select {
 		case err := <-exited[i]:
+			exited[i] <- err // for the deferred kill, should the check below stop the test
 			require.NoError(t, err, "a worker stopped by SIGTERM exits 0")
+			<-exited[i]
 		case <-time.After(15 * time.Second):
 			t.Fatalf("worker rt%d did not stop within 15 s of SIGTERM (grace period 300 ms)", i)
 		}
