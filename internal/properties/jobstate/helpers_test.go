@@ -1,3 +1,8 @@
+// Property tests of package jobstate (definitions, the JSON forms of
+// definitions and jobs, Step) drawn with pgregory.net/rapid, in a module
+// that is never released so that rapid never reaches the library's
+// users. The helpers below are those of the root package's tests that
+// the properties use.
 package jobstate_test
 
 import (
@@ -8,6 +13,7 @@ import (
 	"github.com/jobstate/jobstate"
 )
 
+// states converts names to states.
 func states(names ...string) []jobstate.State {
 	out := make([]jobstate.State, len(names))
 	for i, n := range names {

@@ -1,3 +1,7 @@
+// Property tests of package worker (periodic schedules, the runtime's
+// outcomes) drawn with pgregory.net/rapid, in a module that is never
+// released so that rapid never reaches the library's users. The test
+// machine below is that of the worker package's tests.
 package worker_test
 
 import (

@@ -1,3 +1,5 @@
+// The columns CreateBatch's COPY writes, as a rapid property: in the test
+// module so that rapid never reaches pgstore's users.
 package copycols_test
 
 import (

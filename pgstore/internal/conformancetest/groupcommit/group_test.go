@@ -1,3 +1,6 @@
+// The conformance suite's Update paths on pgstore stores with group
+// commit: a test binary of its own, beside the default store's, so that
+// the two run side by side.
 package groupcommit_test
 
 import (

@@ -1,3 +1,6 @@
+// pgstore under network faults, checked with goleak for goroutines left
+// behind: in the test module so that goleak never reaches pgstore's
+// users.
 package network_test
 
 import (
