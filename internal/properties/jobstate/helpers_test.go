@@ -1,7 +1,7 @@
 // Property tests of package jobstate (definitions, the JSON forms of
 // definitions and jobs, Step) drawn with pgregory.net/rapid, in a module
 // that is never released so that rapid never reaches the library's
-// users. The helpers below are those of the root package's tests that
+// users. The functions below are those of the root package's tests that
 // the properties use.
 package jobstate_test
 
