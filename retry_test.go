@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
+	"github.com/jobstate/jobstate/internal/assert"
 
 	"github.com/jobstate/jobstate"
 )

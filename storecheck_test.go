@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/stretchr/testify/assert"
+	"github.com/jobstate/jobstate/internal/assert"
 
 	"github.com/jobstate/jobstate"
 )

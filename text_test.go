@@ -9,8 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+	"github.com/jobstate/jobstate/internal/assert"
+	"github.com/jobstate/jobstate/internal/require"
 
 	"github.com/jobstate/jobstate"
 	m "github.com/jobstate/jobstate/internal/machines"

@@ -5,7 +5,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
+	"github.com/jobstate/jobstate/internal/assert"
 
 	"github.com/jobstate/jobstate"
 )

@@ -12,6 +12,11 @@
 //	func TestVectors(t *testing.T) {
 //		conformance.Run(t, func(t *testing.T) jobstate.Store { return memstore.New() })
 //	}
+//
+// The package is a module of its own, github.com/jobstate/jobstate/conformance,
+// released with the library at the same version, so that a program using
+// the library does not get it (nor the JSON Schema validator its tests use)
+// in its module graph.
 package conformance
 
 import (

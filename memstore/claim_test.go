@@ -2,14 +2,14 @@ package memstore
 
 import (
 	"bytes"
+	"context"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"pgregory.net/rapid"
+	"github.com/jobstate/jobstate/internal/assert"
+	"github.com/jobstate/jobstate/internal/require"
 
 	"github.com/jobstate/jobstate"
 )
@@ -93,28 +93,30 @@ func TestClaimNeverOffersNotDue(t *testing.T) {
 	assert.Equal(t, uuid.Nil, claim(t, s, "m", sec(1000)))
 }
 
-// TestClaimOrderModel checks ClaimNext against a model over random jobs,
+// FuzzClaimOrderModel checks ClaimNext against a model over random jobs,
 // random edits and claim times that go back and forth.
-func TestClaimOrderModel(t *testing.T) {
-	rapid.Check(t, func(rt *rapid.T) {
+func FuzzClaimOrderModel(f *testing.F) {
+	addInputs(f, 100, 512)
+	f.Fuzz(func(rt *testing.T, data []byte) {
+		d := &draws{data: data}
 		s := New()
 		model := map[uuid.UUID]jobstate.Job{}
 		var ids []uuid.UUID
 		machines := []string{"a", "b"}
 		edit := func(j *jobstate.Job) {
-			j.Priority = rapid.IntRange(-2, 2).Draw(rt, "priority")
-			j.NotBefore = sec(rapid.IntRange(-1, 60).Draw(rt, "notBefore"))
-			if rapid.Bool().Draw(rt, "noNotBefore") {
+			j.Priority = d.IntRange(-2, 2)
+			j.NotBefore = sec(d.IntRange(-1, 60))
+			if d.Bool() {
 				j.NotBefore = time.Time{}
 			}
-			if rapid.IntRange(0, 4).Draw(rt, "notReady") == 0 {
+			if d.IntRange(0, 4) == 0 {
 				j.State, j.Kind = "init", jobstate.KindInitial
 			} else {
 				j.State, j.Kind = "q", jobstate.KindReady
 			}
 		}
-		for i, n := 0, rapid.IntRange(1, 30).Draw(rt, "jobs"); i < n; i++ {
-			j := readyJob(rapid.SampledFrom(machines).Draw(rt, "machine"), sec(rapid.IntRange(0, 40).Draw(rt, "created")))
+		for i, n := 0, d.IntRange(1, 30); i < n; i++ {
+			j := readyJob(pick(d, machines), sec(d.IntRange(0, 40)))
 			edit(&j)
 			model[j.ID] = put(rt, s, j)
 			ids = append(ids, j.ID)
@@ -133,10 +135,10 @@ func TestClaimOrderModel(t *testing.T) {
 			}
 			return out
 		}
-		for i, n := 0, rapid.IntRange(1, 40).Draw(rt, "steps"); i < n; i++ {
-			m := rapid.SampledFrom(machines).Draw(rt, "claimMachine")
-			now := rapid.IntRange(0, 80).Draw(rt, "now")
-			switch rapid.IntRange(0, 2).Draw(rt, "op") {
+		for i, n := 0, d.IntRange(1, 40); i < n; i++ {
+			m := pick(d, machines)
+			now := d.IntRange(0, 80)
+			switch d.IntRange(0, 2) {
 			case 0:
 				got := append([]uuid.UUID{}, offered(rt, s, m, sec(now))...)
 				require.Equal(rt, want(m, now), got)
@@ -148,9 +150,9 @@ func TestClaimOrderModel(t *testing.T) {
 					continue
 				}
 				require.Equal(rt, w[0], got)
-				model[got], _ = s.Get(rt.Context(), got)
+				model[got], _ = s.Get(context.Background(), got)
 			case 2:
-				id := rapid.SampledFrom(ids).Draw(rt, "edit")
+				id := pick(d, ids)
 				model[id] = change(rt, s, id, edit)
 			}
 		}

@@ -8,9 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"pgregory.net/rapid"
+	"github.com/jobstate/jobstate/internal/assert"
+	"github.com/jobstate/jobstate/internal/require"
 
 	"github.com/jobstate/jobstate"
 )
@@ -30,7 +29,7 @@ func wakeJob(m string, wake time.Time) jobstate.Job {
 	return j
 }
 
-func due(t rapid.TB, s *Store, q jobstate.DueQuery) []jobstate.DueJob {
+func due(t testing.TB, s *Store, q jobstate.DueQuery) []jobstate.DueJob {
 	t.Helper()
 	got, err := s.Due(context.Background(), q)
 	if err != nil {
@@ -83,41 +82,43 @@ func TestDueCursorAndMachines(t *testing.T) {
 	assert.Empty(t, due(t, s, jobstate.DueQuery{Now: sec(0).Add(-time.Nanosecond)}))
 }
 
-// TestDueModel checks Due against a model over random wake times, edits,
+// FuzzDueModel checks Due against a model over random wake times, edits,
 // machine sets, cursors and limits.
-func TestDueModel(t *testing.T) {
-	rapid.Check(t, func(rt *rapid.T) {
+func FuzzDueModel(f *testing.F) {
+	addInputs(f, 100, 512)
+	f.Fuzz(func(rt *testing.T, data []byte) {
+		d := &draws{data: data}
 		s := New()
 		machines := []string{"a", "b", "c"}
 		model := map[uuid.UUID]jobstate.Job{}
 		var ids []uuid.UUID
 		wake := func(label string) time.Time {
-			if rapid.IntRange(0, 5).Draw(rt, label+"Zero") == 0 {
+			if d.IntRange(0, 5) == 0 {
 				return time.Time{}
 			}
-			return sec(rapid.IntRange(0, 20).Draw(rt, label))
+			return sec(d.IntRange(0, 20))
 		}
-		for i, n := 0, rapid.IntRange(0, 40).Draw(rt, "jobs"); i < n; i++ {
-			j := put(rt, s, wakeJob(rapid.SampledFrom(machines).Draw(rt, "machine"), wake("wake")))
+		for i, n := 0, d.IntRange(0, 40); i < n; i++ {
+			j := put(rt, s, wakeJob(pick(d, machines), wake("wake")))
 			model[j.ID] = j
 			ids = append(ids, j.ID)
 		}
-		for i, n := 0, rapid.IntRange(1, 20).Draw(rt, "steps"); i < n; i++ {
-			if len(ids) > 0 && rapid.Bool().Draw(rt, "edit") {
-				id := rapid.SampledFrom(ids).Draw(rt, "id")
+		for i, n := 0, d.IntRange(1, 20); i < n; i++ {
+			if len(ids) > 0 && d.Bool() {
+				id := pick(d, ids)
 				model[id] = change(rt, s, id, func(j *jobstate.Job) { j.WakeAt = wake("newWake") })
 				continue
 			}
 			q := jobstate.DueQuery{
-				Now:      sec(rapid.IntRange(0, 21).Draw(rt, "now")),
-				Machines: rapid.SliceOfN(rapid.SampledFrom(append(machines, "none")), 0, 4).Draw(rt, "machines"),
-				Limit:    rapid.IntRange(-1, 5).Draw(rt, "limit"),
+				Now:      sec(d.IntRange(0, 21)),
+				Machines: pickN(d, append(machines, "none"), 0, 4),
+				Limit:    d.IntRange(-1, 5),
 			}
-			if len(ids) > 0 && rapid.Bool().Draw(rt, "cursorAtJob") {
-				j := model[rapid.SampledFrom(ids).Draw(rt, "cursorJob")]
+			if len(ids) > 0 && d.Bool() {
+				j := model[pick(d, ids)]
 				q.AfterWake, q.AfterID = j.WakeAt, j.ID
-			} else if rapid.Bool().Draw(rt, "cursorAtTime") {
-				q.AfterWake = sec(rapid.IntRange(0, 20).Draw(rt, "cursor"))
+			} else if d.Bool() {
+				q.AfterWake = sec(d.IntRange(0, 20))
 			}
 			var want []jobstate.DueJob
 			cursor := jobstate.DueJob{ID: q.AfterID, WakeAt: q.AfterWake}

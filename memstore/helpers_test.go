@@ -2,10 +2,10 @@ package memstore
 
 import (
 	"context"
+	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"pgregory.net/rapid"
 
 	"github.com/jobstate/jobstate"
 )
@@ -32,7 +32,7 @@ func creation(j jobstate.Job) *jobstate.Write {
 }
 
 // put stores j as it is, with its key if it has one.
-func put(t rapid.TB, s *Store, j jobstate.Job) jobstate.Job {
+func put(t testing.TB, s *Store, j jobstate.Job) jobstate.Job {
 	t.Helper()
 	got, created, err := s.Create(context.Background(), j.Machine, j.IdempotencyKey, func(context.Context, *jobstate.Job) (*jobstate.Write, error) {
 		return creation(j), nil
@@ -45,7 +45,7 @@ func put(t rapid.TB, s *Store, j jobstate.Job) jobstate.Job {
 
 // change writes the next version of job id as edit makes it, with one
 // record.
-func change(t rapid.TB, s *Store, id uuid.UUID, edit func(j *jobstate.Job)) jobstate.Job {
+func change(t testing.TB, s *Store, id uuid.UUID, edit func(j *jobstate.Job)) jobstate.Job {
 	t.Helper()
 	got, err := s.Update(context.Background(), id, func(_ context.Context, cur jobstate.Snapshot) (jobstate.Write, error) {
 		j := cur.Job
@@ -61,7 +61,7 @@ func change(t rapid.TB, s *Store, id uuid.UUID, edit func(j *jobstate.Job)) jobs
 
 // offered returns the ids ClaimNext offers, in order, when its function
 // skips every candidate.
-func offered(t rapid.TB, s *Store, machine string, now time.Time) []uuid.UUID {
+func offered(t testing.TB, s *Store, machine string, now time.Time) []uuid.UUID {
 	t.Helper()
 	var ids []uuid.UUID
 	_, err := s.ClaimNext(context.Background(), jobstate.ClaimQuery{Machine: machine, Now: now}, func(_ context.Context, cur jobstate.Snapshot) (jobstate.Write, error) {
@@ -76,7 +76,7 @@ func offered(t rapid.TB, s *Store, machine string, now time.Time) []uuid.UUID {
 
 // claim claims the first job offered, making it active, and returns its
 // id, or uuid.Nil when there is none.
-func claim(t rapid.TB, s *Store, machine string, now time.Time) uuid.UUID {
+func claim(t testing.TB, s *Store, machine string, now time.Time) uuid.UUID {
 	t.Helper()
 	job, err := s.ClaimNext(context.Background(), jobstate.ClaimQuery{Machine: machine, Now: now}, func(_ context.Context, cur jobstate.Snapshot) (jobstate.Write, error) {
 		j := cur.Job

@@ -6,26 +6,27 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/stretchr/testify/require"
-	"pgregory.net/rapid"
+	"github.com/jobstate/jobstate/internal/require"
 
 	"github.com/jobstate/jobstate"
 )
 
-// TestIndexesMatchModel checks Count, Stale and Prune against a scan of a
+// FuzzIndexesMatchModel checks Count, Stale and Prune against a scan of a
 // model over random writes that move jobs between states, kinds, leases,
 // heartbeats and completion times, and between machines, so that every
 // index follows every kind of change.
-func TestIndexesMatchModel(t *testing.T) {
-	rapid.Check(t, func(rt *rapid.T) {
+func FuzzIndexesMatchModel(f *testing.F) {
+	addInputs(f, 100, 512)
+	f.Fuzz(func(rt *testing.T, data []byte) {
+		d := &draws{data: data}
 		ctx := context.Background()
 		s := New()
 		machines := []string{"a", "b"}
 		model := map[uuid.UUID]jobstate.Job{}
 		var ids []uuid.UUID
 		edit := func(j *jobstate.Job) {
-			j.Machine = rapid.SampledFrom(machines).Draw(rt, "machine")
-			switch rapid.IntRange(0, 3).Draw(rt, "kind") {
+			j.Machine = pick(d, machines)
+			switch d.IntRange(0, 3) {
 			case 0:
 				j.State, j.Kind = "q", jobstate.KindReady
 			case 1:
@@ -35,12 +36,12 @@ func TestIndexesMatchModel(t *testing.T) {
 			default:
 				j.State, j.Kind = "done", jobstate.KindTerminal
 			}
-			j.Leases = rapid.IntRange(0, 2).Draw(rt, "leases")
-			j.HeartbeatAt = sec(rapid.IntRange(0, 10).Draw(rt, "heartbeat"))
-			j.CompletedAt = sec(rapid.IntRange(0, 10).Draw(rt, "completed"))
+			j.Leases = d.IntRange(0, 2)
+			j.HeartbeatAt = sec(d.IntRange(0, 10))
+			j.CompletedAt = sec(d.IntRange(0, 10))
 		}
-		for i, n := 0, rapid.IntRange(1, 30).Draw(rt, "steps"); i < n; i++ {
-			switch rapid.IntRange(0, 3).Draw(rt, "op") {
+		for i, n := 0, d.IntRange(1, 30); i < n; i++ {
+			switch d.IntRange(0, 3) {
 			case 0, 1:
 				j := readyJob("a", sec(0))
 				edit(&j)
@@ -51,10 +52,10 @@ func TestIndexesMatchModel(t *testing.T) {
 				if len(live) == 0 {
 					continue
 				}
-				id := rapid.SampledFrom(live).Draw(rt, "edited")
+				id := pick(d, live)
 				model[id] = change(rt, s, id, edit)
 			case 3:
-				cut := sec(rapid.IntRange(0, 11).Draw(rt, "pruneBefore"))
+				cut := sec(d.IntRange(0, 11))
 				n, err := s.Prune(ctx, cut, 0)
 				require.NoError(rt, err)
 				pruned := 0
@@ -78,8 +79,8 @@ func TestIndexesMatchModel(t *testing.T) {
 				require.NoError(rt, err)
 				require.Equal(rt, want, got, "counts of machine %s", m)
 			}
-			before := sec(rapid.IntRange(0, 11).Draw(rt, "staleBefore"))
-			machine := rapid.SampledFrom(append(machines, "")).Draw(rt, "staleMachine")
+			before := sec(d.IntRange(0, 11))
+			machine := pick(d, append(machines, ""))
 			var want []jobstate.Job
 			for _, j := range model {
 				if j.Leases > 0 && j.HeartbeatAt.Before(before) && (machine == "" || j.Machine == machine) {

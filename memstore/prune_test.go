@@ -7,9 +7,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"pgregory.net/rapid"
+	"github.com/jobstate/jobstate/internal/assert"
+	"github.com/jobstate/jobstate/internal/require"
 
 	"github.com/jobstate/jobstate"
 )
@@ -186,26 +185,28 @@ func TestPruneMemoryFollowsLiveJobs(t *testing.T) {
 // TestPruneKeepsLiveHistories: jobs of random history lengths are pruned
 // at random while others grow; every history of a job left reads back
 // whole and in order.
-func TestPruneKeepsLiveHistories(t *testing.T) {
-	rapid.Check(t, func(rt *rapid.T) {
+func FuzzPruneKeepsLiveHistories(f *testing.F) {
+	addInputs(f, 100, 2048)
+	f.Fuzz(func(rt *testing.T, data []byte) {
+		d := &draws{data: data}
 		s := New()
 		ctx := context.Background()
 		lengths := map[uuid.UUID]int{}
 		var ids []uuid.UUID
-		for round, rounds := 0, rapid.IntRange(1, 4).Draw(rt, "rounds"); round < rounds; round++ {
-			for i, n := 0, rapid.IntRange(0, 300).Draw(rt, "create"); i < n; i++ {
+		for round, rounds := 0, d.IntRange(1, 4); round < rounds; round++ {
+			for i, n := 0, d.IntRange(0, 300); i < n; i++ {
 				j := put(rt, s, readyJob("m", sec(0)))
 				ids = append(ids, j.ID)
 				lengths[j.ID] = 1
 			}
-			for i, n := 0, rapid.IntRange(0, 300).Draw(rt, "grow"); i < n && len(ids) > 0; i++ {
-				id := ids[rapid.IntRange(0, len(ids)-1).Draw(rt, "grown")]
+			for i, n := 0, d.IntRange(0, 300); i < n && len(ids) > 0; i++ {
+				id := ids[d.IntRange(0, len(ids)-1)]
 				if _, ok := lengths[id]; ok {
 					change(rt, s, id, func(*jobstate.Job) {})
 					lengths[id]++
 				}
 			}
-			every := rapid.IntRange(1, 20).Draw(rt, "keepOneIn")
+			every := d.IntRange(1, 20)
 			for i, id := range ids {
 				if _, ok := lengths[id]; ok && i%every != 0 {
 					change(rt, s, id, func(j *jobstate.Job) { j.State, j.Kind, j.CompletedAt = "done", jobstate.KindTerminal, sec(round) })

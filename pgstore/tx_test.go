@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+	"github.com/jobstate/jobstate/internal/assert"
+	"github.com/jobstate/jobstate/internal/require"
 
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/pgstore"

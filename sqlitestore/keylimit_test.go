@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+	"github.com/jobstate/jobstate/internal/assert"
+	"github.com/jobstate/jobstate/internal/require"
 
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/sqlitestore"

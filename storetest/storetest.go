@@ -13,6 +13,11 @@
 // pgregory.net/rapid over random definitions and random operation
 // sequences, the same with faults injected around the store (FaultyStore),
 // and replays the language-neutral conformance vectors.
+//
+// The suite is a module of its own, github.com/jobstate/jobstate/storetest,
+// released with the library at the same version: a store's tests require
+// it, and the libraries it uses (testify, rapid) never reach the module
+// graph of a program that uses the library or a store without the suite.
 package storetest
 
 import (

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+	"github.com/jobstate/jobstate/internal/assert"
+	"github.com/jobstate/jobstate/internal/require"
 
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/jobstatetest"

@@ -158,6 +158,84 @@ var testOnlyPackages = []string{
 	"github.com/stretchr/testify",
 	"pgregory.net/rapid",
 	"github.com/santhosh-tekuri/jsonschema",
+	"go.uber.org/goleak",
+}
+
+// testOnlyModules are the modules only tests need: the libraries
+// jobstate's tests use, and the Store suite and conformance vectors a
+// store's tests import. No module of jobstate's that a user imports may
+// require one.
+var testOnlyModules = []string{
+	"github.com/stretchr/testify",
+	"pgregory.net/rapid",
+	"github.com/santhosh-tekuri/jsonschema/v6",
+	"go.uber.org/goleak",
+	"github.com/jobstate/jobstate/storetest",
+	"github.com/jobstate/jobstate/conformance",
+}
+
+// libraryModules are the modules of jobstate's libraries.
+var libraryModules = []string{
+	"github.com/jobstate/jobstate",
+	"github.com/jobstate/jobstate/pgstore",
+	"github.com/jobstate/jobstate/sqlitestore",
+	"github.com/jobstate/jobstate/otel",
+}
+
+// libsMain imports every package of jobstate's libraries.
+const libsMain = `package main
+
+import (
+	_ "github.com/jobstate/jobstate"
+	_ "github.com/jobstate/jobstate/memstore"
+	_ "github.com/jobstate/jobstate/otel"
+	_ "github.com/jobstate/jobstate/pgstore"
+	_ "github.com/jobstate/jobstate/sqlitestore"
+	_ "github.com/jobstate/jobstate/worker"
+)
+
+func main() {}
+`
+
+// checkGraph fails t for each requirement, in the output of go mod graph,
+// of a jobstate module on a test-only module (testOnlyModules), and for
+// each test-only module of jobstate's in the graph at all. (The graph
+// holds the requirements of every module's go.mod: other libraries'
+// own test dependencies, such as those pgx's and OpenTelemetry's go.mod
+// list, stay in it and are logged.)
+func checkGraph(t *testing.T, graph string) {
+	t.Helper()
+	testOnly := func(p string) bool {
+		for _, m := range testOnlyModules {
+			if p == m {
+				return true
+			}
+		}
+		return false
+	}
+	others := make(map[string]bool)
+	for _, line := range strings.Split(graph, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		from, _, _ := strings.Cut(f[0], "@")
+		to, _, _ := strings.Cut(f[1], "@")
+		switch {
+		case strings.HasPrefix(to, "github.com/jobstate/") && testOnly(to):
+			t.Errorf("the module graph holds %s (required by %s), a module only tests need", f[1], f[0])
+		case strings.HasPrefix(from, "github.com/jobstate/") && testOnly(to):
+			t.Errorf("%s requires %s, a module only tests need", f[0], f[1])
+		case testOnly(to):
+			others[f[0]+" -> "+f[1]] = true
+		}
+	}
+	var edges []string
+	for e := range others {
+		edges = append(edges, e)
+	}
+	sort.Strings(edges)
+	t.Logf("test-only modules other libraries' go.mod files require:\n  %s", strings.Join(edges, "\n  "))
 }
 
 // What the release test would meet if the check let a stray replace
@@ -196,7 +274,9 @@ func TestInstallRefusesAStrayReplace(t *testing.T) {
 // A module outside the repository gets jobstate, pgstore and otel at the
 // tree's version from a proxy of the tree, builds a service that runs a
 // job on PostgreSQL, and installs the jobstate command, which reads the
-// same database.
+// same database. Neither its module graph nor that of a module importing
+// every package of jobstate's libraries holds a requirement, by one of
+// jobstate's modules, of a module only tests need.
 func TestInstallFromProxy(t *testing.T) {
 	tree := loadRepo(t)
 	version, err := tree.Check()
@@ -277,37 +357,32 @@ func TestInstallFromProxy(t *testing.T) {
 		}
 	})
 
-	// The module graph still holds the libraries the root's, pgstore's and
-	// otel's go.mod list for their own tests (and what those require);
-	// only their go.mod files are read. The test logs them.
-	graph := runCmd(t, svc, env, "go", "mod", "graph")
-	allowed := make(map[string]bool)
-	for _, p := range allowedRequirements {
-		allowed[p] = true
-	}
-	var edges []string
-	beyond := make(map[string]bool)
-	for _, line := range strings.Split(graph, "\n") {
-		f := strings.Fields(line)
-		if len(f) != 2 {
-			continue
+	t.Run("no test-only modules in the graph", func(t *testing.T) {
+		checkGraph(t, runCmd(t, svc, env, "go", "mod", "graph"))
+	})
+
+	// A module that imports every package of jobstate's libraries:
+	// jobstate, memstore, worker, pgstore, sqlitestore and otel.
+	t.Run("no test-only modules in the graph of every library", func(t *testing.T) {
+		libs := filepath.Join(tmp, "libs")
+		if err := os.MkdirAll(libs, 0o755); err != nil {
+			t.Fatal(err)
 		}
-		to, _, _ := strings.Cut(f[1], "@")
-		if allowed[to] || to == "go" || to == "toolchain" {
-			continue
+		if err := os.WriteFile(filepath.Join(libs, "go.mod"), []byte("module example.com/libs\n\ngo 1.23\n"), 0o644); err != nil {
+			t.Fatal(err)
 		}
-		beyond[to] = true
-		if strings.HasPrefix(f[0], "github.com/jobstate/") {
-			edges = append(edges, f[0]+" -> "+f[1])
+		if err := os.WriteFile(filepath.Join(libs, "main.go"), []byte(libsMain), 0o644); err != nil {
+			t.Fatal(err)
 		}
-	}
-	var mods []string
-	for p := range beyond {
-		mods = append(mods, p)
-	}
-	sort.Strings(mods)
-	t.Logf("go mod graph of the service: jobstate's modules require, beyond what the service builds:\n  %s\nand the graph holds %d such modules in all: %s",
-		strings.Join(edges, "\n  "), len(mods), strings.Join(mods, " "))
+		var get []string
+		for _, p := range libraryModules {
+			get = append(get, p+"@"+version)
+		}
+		runCmd(t, libs, env, "go", append([]string{"get"}, get...)...)
+		runCmd(t, libs, env, "go", "mod", "tidy")
+		runCmd(t, libs, env, "go", "build", "-o", os.DevNull, ".")
+		checkGraph(t, runCmd(t, libs, env, "go", "mod", "graph"))
+	})
 
 	schema := fmt.Sprintf("release_test_%d", os.Getpid())
 	t.Cleanup(func() {

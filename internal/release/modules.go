@@ -18,7 +18,7 @@ const rootPath = "github.com/jobstate/jobstate"
 // of the modules users get: each is tagged at every release, requires its
 // siblings at the version the tree is released as and has no replace.
 func releasedDirs() []string {
-	return []string{".", "pgstore", "otel", "sqlitestore", "cmd/jobstate", "ui"}
+	return []string{".", "pgstore", "otel", "sqlitestore", "conformance", "storetest", "cmd/jobstate", "ui"}
 }
 
 // otherDirs returns the directories of the modules nobody depends on.
@@ -26,7 +26,7 @@ func releasedDirs() []string {
 // tagged; set keeps their requirements of the released modules at the
 // release's version all the same.
 func otherDirs() []string {
-	return []string{"examples", "bench", "bench/pgcompare", "bench/sqlitecompare", "internal/release"}
+	return []string{"examples", "bench", "bench/pgcompare", "bench/sqlitecompare", "internal/release", "internal/properties", "pgstore/internal/conformancetest", "sqlitestore/internal/conformancetest"}
 }
 
 // Module is one module of the tree as its files hold it.

@@ -64,10 +64,10 @@ func TestReleasePrintsTheTagsAndTagsNothing(t *testing.T) {
 		t.Fatalf("release exited %d:\n%s%s", code, stdout, stderr)
 	}
 	_, tags, ok := strings.Cut(stdout, "\nTags:\n")
-	if want := "v0.2.0\npgstore/v0.2.0\notel/v0.2.0\nsqlitestore/v0.2.0\nui/v0.2.0\ncmd/jobstate/v0.2.0\n"; !ok || tags != want {
+	if want := "v0.2.0\npgstore/v0.2.0\notel/v0.2.0\nsqlitestore/v0.2.0\nconformance/v0.2.0\nstoretest/v0.2.0\nui/v0.2.0\ncmd/jobstate/v0.2.0\n"; !ok || tags != want {
 		t.Errorf("release printed:\n%s\nwant it to end with the tags:\n%s", stdout, want)
 	}
-	if !strings.Contains(stdout, "git push origin v0.2.0 pgstore/v0.2.0 otel/v0.2.0 sqlitestore/v0.2.0 ui/v0.2.0 cmd/jobstate/v0.2.0\n") {
+	if !strings.Contains(stdout, "git push origin v0.2.0 pgstore/v0.2.0 otel/v0.2.0 sqlitestore/v0.2.0 conformance/v0.2.0 storetest/v0.2.0 ui/v0.2.0 cmd/jobstate/v0.2.0\n") {
 		t.Errorf("release printed:\n%s\nwant the push of the tags", stdout)
 	}
 	if got := git("tag", "--list"); got != "" {

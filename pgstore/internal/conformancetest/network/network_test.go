@@ -1,4 +1,7 @@
-package pgstore_test
+// pgstore under network faults, checked with goleak for goroutines left
+// behind: in the test module so that goleak never reaches pgstore's
+// users.
+package network_test
 
 import (
 	"context"
@@ -14,7 +17,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/stretchr/testify/require"
+	"github.com/jobstate/jobstate/internal/require"
 	"go.uber.org/goleak"
 
 	"github.com/jobstate/jobstate"
@@ -23,6 +26,29 @@ import (
 	"github.com/jobstate/jobstate/pgstore/pgtest"
 	"github.com/jobstate/jobstate/worker"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// workSpec is a small machine: queued → running → done, with retries.
+func workSpec() jobstate.Spec {
+	return jobstate.Spec{
+		Name:    "work",
+		Initial: "queued",
+		States: []jobstate.StateSpec{
+			{Name: "queued", Kind: jobstate.KindReady},
+			{Name: "running", Kind: jobstate.KindActive},
+			{Name: "done", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
+			{Name: "failed", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
+		},
+		Rules: []jobstate.Rule{
+			{From: []jobstate.State{"queued"}, Event: jobstate.EventClaim, To: "running"},
+			{From: []jobstate.State{"running"}, Event: jobstate.EventSucceed, To: "done"},
+			{From: []jobstate.State{"running"}, Event: jobstate.EventRetry, To: "queued"},
+			{From: []jobstate.State{"running"}, Event: jobstate.EventFail, To: "failed"},
+		},
+		Policy: jobstate.Policy{LeaseTTL: time.Minute, Retry: jobstate.RetryPolicy{MaxRetries: 3}},
+	}
+}
 
 // Network faults between the worker runtime and the server: latency, a
 // partition, a hang.

@@ -1,6 +1,6 @@
 //go:build !race
 
-package sqlitestore_test
+package conformancetest_test
 
 // raceEnabled reports whether the tests run under the race detector,
 // which makes them several times slower.

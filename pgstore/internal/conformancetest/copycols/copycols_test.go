@@ -1,4 +1,6 @@
-package pgstore_test
+// The columns CreateBatch's COPY writes, as a rapid property: in the test
+// module so that rapid never reaches pgstore's users.
+package copycols_test
 
 import (
 	"context"
@@ -6,12 +8,17 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/stretchr/testify/require"
+	"github.com/jobstate/jobstate/internal/require"
 	"pgregory.net/rapid"
 
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/pgstore/pgtest"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// epoch is the instant the drawn jobs' times count from.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // drawJob draws a new job whose every field is either its zero value
 // (the column's default) or set, so that batches mix columns all

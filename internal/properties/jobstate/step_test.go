@@ -7,35 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/require"
 )
-
-// guardedSpec is base with two rules for the same event from the same
-// state, the first guarded: the lookups that compare names by address must
-// still try them in table order.
-func guardedSpec() jobstate.Spec {
-	spec := base()
-	spec.States = append(spec.States, jobstate.StateSpec{Name: "vip", Kind: jobstate.KindReady})
-	spec.Rules = append([]jobstate.Rule{{
-		From: states("new"), Event: "submit", To: "vip", GuardName: "is vip",
-		Guard: func(_ context.Context, in jobstate.GuardInput) error {
-			if in.Actor != "vip" {
-				return errors.New("not a vip")
-			}
-			return nil
-		},
-	}}, spec.Rules...)
-	spec.Rules = append(spec.Rules,
-		jobstate.Rule{From: states("vip"), Event: jobstate.EventClaim, To: "run"},
-		jobstate.Rule{From: states("ready", "vip"), Event: jobstate.EventCancel, To: "bad"},
-		jobstate.Rule{From: states("run"), Event: jobstate.EventRetry, To: "ready"},
-	)
-	spec.Policy.Retry = jobstate.RetryPolicy{MaxRetries: 2, Backoff: jobstate.FixedBackoff(time.Second)}
-	return spec
-}
 
 // cloned returns spec with every state and event name in a string of its
 // own, so that no name shares its bytes with a constant.

@@ -1,4 +1,4 @@
-package sqlitestore_test
+package conformancetest_test
 
 import (
 	"flag"

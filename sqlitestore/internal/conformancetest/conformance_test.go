@@ -1,4 +1,9 @@
-package sqlitestore_test
+// Package conformancetest runs the Store conformance suite (storetest)
+// on sqlitestore. It is a module of its own, never released, so that the
+// suite and the libraries it uses (testify, rapid) never reach
+// sqlitestore's users; it builds from the tree through the replace
+// directives of its go.mod.
+package conformancetest_test
 
 import (
 	"testing"
