@@ -2,46 +2,24 @@ package jobstate_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jobstate/jobstate/internal/assert"
+	"github.com/jobstate/jobstate/internal/machines"
 	"github.com/jobstate/jobstate/internal/require"
 
 	"github.com/jobstate/jobstate"
 	m "github.com/jobstate/jobstate/internal/machines"
 )
 
-func states(names ...string) []jobstate.State {
-	out := make([]jobstate.State, len(names))
-	for i, n := range names {
-		out[i] = jobstate.State(n)
-	}
-	return out
-}
+// states converts names to states.
+var states = machines.States
 
 // base is a small valid machine that the validation cases break.
-func base() jobstate.Spec {
-	return jobstate.Spec{
-		Name: "base",
-		States: []jobstate.StateSpec{
-			{Name: "new", Kind: jobstate.KindInitial},
-			{Name: "ready", Kind: jobstate.KindReady},
-			{Name: "run", Kind: jobstate.KindActive},
-			{Name: "ok", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
-			{Name: "bad", Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
-		},
-		Rules: []jobstate.Rule{
-			{From: states("new"), Event: "submit", To: "ready"},
-			{From: states("ready"), Event: jobstate.EventClaim, To: "run"},
-			{From: states("run"), Event: jobstate.EventSucceed, To: "ok"},
-			{From: states("run"), Event: jobstate.EventFail, To: "bad"},
-		},
-	}
-}
+var base = machines.SmallSpec
 
 func TestValidDefinition(t *testing.T) {
 	d, err := jobstate.NewDefinition(base())
@@ -270,25 +248,5 @@ func TestKindText(t *testing.T) {
 }
 
 // guardedSpec is base with two rules for the same event from the same
-// state, the first guarded: the lookups that compare names by address must
-// still try them in table order.
-func guardedSpec() jobstate.Spec {
-	spec := base()
-	spec.States = append(spec.States, jobstate.StateSpec{Name: "vip", Kind: jobstate.KindReady})
-	spec.Rules = append([]jobstate.Rule{{
-		From: states("new"), Event: "submit", To: "vip", GuardName: "is vip",
-		Guard: func(_ context.Context, in jobstate.GuardInput) error {
-			if in.Actor != "vip" {
-				return errors.New("not a vip")
-			}
-			return nil
-		},
-	}}, spec.Rules...)
-	spec.Rules = append(spec.Rules,
-		jobstate.Rule{From: states("vip"), Event: jobstate.EventClaim, To: "run"},
-		jobstate.Rule{From: states("ready", "vip"), Event: jobstate.EventCancel, To: "bad"},
-		jobstate.Rule{From: states("run"), Event: jobstate.EventRetry, To: "ready"},
-	)
-	spec.Policy.Retry = jobstate.RetryPolicy{MaxRetries: 2, Backoff: jobstate.FixedBackoff(time.Second)}
-	return spec
-}
+// state, the first guarded: the lookups must try them in table order.
+var guardedSpec = machines.GuardedSpec

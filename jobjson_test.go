@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/jobstatetest"
 	"github.com/jobstate/jobstate/memstore"
 )
 
@@ -190,23 +191,8 @@ func TestJobJSONGolden(t *testing.T) {
 	}
 }
 
-// normalJob is j as UnmarshalJSON gives it back: times in UTC, empty byte
-// slices nil.
-func normalJob(j jobstate.Job) jobstate.Job {
-	for _, t := range []*time.Time{
-		&j.CreatedAt, &j.UpdatedAt, &j.StartedAt, &j.CompletedAt, &j.NotBefore, &j.Deadline,
-		&j.LeaseExpiresAt, &j.HeartbeatAt, &j.WakeAt, &j.SweepRetryAt,
-	} {
-		*t = t.UTC()
-	}
-	if len(j.Payload) == 0 {
-		j.Payload = nil
-	}
-	if len(j.Result) == 0 {
-		j.Result = nil
-	}
-	return j
-}
+// normalJob is j as UnmarshalJSON gives it back.
+var normalJob = jobstatetest.JSONNormal
 
 // TestJobJSONTimesInUTC checks that times decode in UTC whatever their
 // offset, and that "" and the zero instant mean no time.

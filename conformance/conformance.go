@@ -353,6 +353,20 @@ func Vectors() ([]Vector, error) {
 	return out, nil
 }
 
+// Definitions returns the definition (JSON, as in Vector.Definition) of
+// every embedded vector, by vector name.
+func Definitions() (map[string][]byte, error) {
+	vs, err := Vectors()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(vs))
+	for _, v := range vs {
+		out[v.Name] = v.Definition
+	}
+	return out, nil
+}
+
 // ParseVector decodes and checks one vector file.
 func ParseVector(data []byte) (Vector, error) {
 	var v Vector

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jobstate/jobstate/internal/machines"
 	"github.com/jobstate/jobstate/internal/require"
 
 	"github.com/jobstate/jobstate"
@@ -17,56 +18,22 @@ import (
 	"github.com/jobstate/jobstate/worker"
 )
 
-// The test machine: QUEUED → RUNNING (→ FETCHING) → DONE, retries back to
-// QUEUED after a 1 s backoff, three retries, cancellable everywhere, and a
-// "reject" out of the active states.
+// The test machine (machines.TaskSpec): QUEUED → RUNNING (→ FETCHING) →
+// DONE, retries back to QUEUED after a 1 s backoff, three retries,
+// cancellable everywhere, and a "reject" out of the active states.
 const (
-	queued    jobstate.State = "QUEUED"
-	running   jobstate.State = "RUNNING"
-	fetching  jobstate.State = "FETCHING"
-	done      jobstate.State = "DONE"
-	failed    jobstate.State = "FAILED"
-	cancelled jobstate.State = "CANCELLED"
-	rejected  jobstate.State = "REJECTED"
+	queued    = machines.TaskQueued
+	running   = machines.TaskRunning
+	fetching  = machines.TaskFetching
+	done      = machines.TaskDone
+	failed    = machines.TaskFailed
+	cancelled = machines.TaskCancelled
+	rejected  = machines.TaskRejected
 )
 
-var errBadInput = errors.New("bad input")
+var errBadInput = machines.ErrTaskBadInput
 
-func taskSpec(name string) jobstate.Spec {
-	from := func(s ...jobstate.State) []jobstate.State { return s }
-	return jobstate.Spec{
-		Name: name,
-		States: []jobstate.StateSpec{
-			{Name: queued, Kind: jobstate.KindReady},
-			{Name: running, Kind: jobstate.KindActive},
-			{Name: fetching, Kind: jobstate.KindActive},
-			{Name: done, Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeSucceeded},
-			{Name: failed, Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeFailed},
-			{Name: cancelled, Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeCancelled},
-			{Name: rejected, Kind: jobstate.KindTerminal, Outcome: jobstate.OutcomeRejected},
-		},
-		Initial: queued,
-		Rules: []jobstate.Rule{
-			{From: from(queued), Event: jobstate.EventClaim, To: running},
-			{From: from(running), Event: "fetch", To: fetching},
-			{From: from(running), Event: "reject", To: rejected},
-			{From: from(running, fetching), Event: jobstate.EventSucceed, To: done},
-			{From: from(running, fetching), Event: jobstate.EventRetry, To: queued},
-			{From: from(running, fetching), Event: jobstate.EventFail, To: failed},
-			{From: from(queued, running, fetching), Event: jobstate.EventCancel, To: cancelled},
-		},
-		Policy: jobstate.Policy{
-			LeaseTTL: 30 * time.Second,
-			Retry:    jobstate.RetryPolicy{MaxRetries: 3, Backoff: jobstate.FixedBackoff(time.Second)},
-			Classify: func(err error) (jobstate.ErrorClass, time.Duration) {
-				if errors.Is(err, errBadInput) {
-					return jobstate.ClassPermanent, 0
-				}
-				return jobstate.ClassNone, 0
-			},
-		},
-	}
-}
+func taskSpec(name string) jobstate.Spec { return machines.TaskSpec(name) }
 
 func taskMachine(t testing.TB, name string) *jobstate.Definition {
 	t.Helper()
