@@ -102,37 +102,36 @@ func never() bool { return false }
 //     limited to 1 each, drained until the other keys' jobs are done:
 //     "other/s" is their throughput, "hot" how many of the hot key's
 //     jobs were done meanwhile (one at a time).
+//
+// drainAll runs b.N times: an engine with limit per key over the jobs
+// of keys (one job per entry, "" for none), drained by drain until all
+// are done; it reports jobs/s.
+func drainAll(b *testing.B, limit int, keys []string) {
+	jobs := int64(len(keys))
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		eng := claimBench(b, limit, keys)
+		b.StartTimer()
+		var n atomic.Int64
+		drain(b, eng, func(string, time.Duration) { n.Add(1) }, never)
+		if n.Load() != jobs {
+			b.Fatalf("%d jobs finished", n.Load())
+		}
+	}
+	b.ReportMetric(float64(jobs)*float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
 func BenchmarkClaimFinish(b *testing.B) {
 	const jobs = 10000
 	b.Run("unkeyed", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			b.StopTimer()
-			eng := claimBench(b, 0, make([]string, jobs))
-			b.StartTimer()
-			var n atomic.Int64
-			drain(b, eng, func(string, time.Duration) { n.Add(1) }, never)
-			if n.Load() != jobs {
-				b.Fatalf("%d jobs finished", n.Load())
-			}
-		}
-		b.ReportMetric(float64(jobs*b.N)/b.Elapsed().Seconds(), "jobs/s")
+		drainAll(b, 0, make([]string, jobs))
 	})
 	b.Run("keys1000", func(b *testing.B) {
 		keys := make([]string, jobs)
 		for i := range keys {
 			keys[i] = fmt.Sprint("k", i/10)
 		}
-		for i := 0; i < b.N; i++ {
-			b.StopTimer()
-			eng := claimBench(b, 1, keys)
-			b.StartTimer()
-			var n atomic.Int64
-			drain(b, eng, func(string, time.Duration) { n.Add(1) }, never)
-			if n.Load() != jobs {
-				b.Fatalf("%d jobs finished", n.Load())
-			}
-		}
-		b.ReportMetric(float64(jobs*b.N)/b.Elapsed().Seconds(), "jobs/s")
+		drainAll(b, 1, keys)
 	})
 	b.Run("hotkey", func(b *testing.B) {
 		const hot = 9000
