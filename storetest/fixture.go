@@ -2,107 +2,69 @@ package storetest
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/stretchr/testify/require"
 
 	"github.com/jobstate/jobstate"
-	m "github.com/jobstate/jobstate/internal/machines"
+	"github.com/jobstate/jobstate/internal/enginesuite"
 )
 
-// fixture is an engine over a fresh store with a manual clock.
+// fixture is the engine suite's Fixture (an engine over a fresh store with
+// a manual clock) under the names the rest of this suite uses.
 type fixture struct {
 	t     *testing.T
 	ctx   context.Context
 	clock *jobstate.ManualClock
 	store jobstate.Store
 	eng   *jobstate.Engine
+	suite *enginesuite.Fixture
 }
 
-// newFixture runs the machines of specs. A machine bearing the name of one
-// of the five lifecycles must be that lifecycle's literal definition
-// (machines.Check); a test that changes its rules gives it a generic name.
+// newFixture runs the machines of specs (enginesuite.NewFixture). A
+// machine bearing the name of one of the five lifecycles must be that
+// lifecycle's literal definition (machines.Check); a test that changes its
+// rules gives it a generic name.
 func newFixture(t *testing.T, newStore NewStore, opts []jobstate.Option, specs ...jobstate.Spec) *fixture {
 	t.Helper()
-	f := &fixture{t: t, ctx: context.Background(), clock: jobstate.NewManualClock(Epoch), store: newStore(t)}
-	var defs []*jobstate.Definition
-	require.NoError(t, checkSpecs(specs...))
-	for _, s := range specs {
-		d, err := jobstate.NewDefinition(s)
-		require.NoError(t, err)
-		defs = append(defs, d)
-	}
-	all := append([]jobstate.Option{jobstate.WithClock(f.clock), jobstate.WithMachines(defs...), jobstate.WithRandom(func() float64 { return 0.5 })}, opts...)
-	eng, err := jobstate.New(f.store, all...)
-	require.NoError(t, err)
-	f.eng = eng
-	return f
+	s := enginesuite.NewFixture(t, enginesuite.NewStore(newStore), opts, specs...)
+	return &fixture{t: s.T, ctx: s.Ctx, clock: s.Clock, store: s.Store, eng: s.Eng, suite: s}
 }
 
 // checkSpecs returns an error when a spec bears the name of one of the five
 // lifecycles without being that lifecycle's literal definition.
-func checkSpecs(specs ...jobstate.Spec) error {
-	for _, s := range specs {
-		if err := m.Check(s); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func checkSpecs(specs ...jobstate.Spec) error { return enginesuite.CheckSpecs(specs...) }
 
 func (f *fixture) create(machine string, nj jobstate.NewJob) jobstate.Job {
 	f.t.Helper()
-	nj.Machine = machine
-	c, err := f.eng.Create(f.ctx, nj)
-	require.NoError(f.t, err)
-	require.False(f.t, c.Existing)
-	return c.Job
+	return f.suite.Create(machine, nj)
 }
 
 func (f *fixture) fire(id uuid.UUID, ev jobstate.Event, actor string) jobstate.Job {
 	f.t.Helper()
-	j, err := f.eng.Fire(f.ctx, id, ev, jobstate.Call{Actor: actor})
-	require.NoError(f.t, err)
-	return j
+	return f.suite.Fire(id, ev, actor)
 }
 
 func (f *fixture) claim(machine, worker string) jobstate.Claimed {
 	f.t.Helper()
-	c, err := f.eng.Claim(f.ctx, jobstate.ClaimRequest{Machine: machine, Worker: worker})
-	require.NoError(f.t, err)
-	return c
+	return f.suite.Claim(machine, worker)
 }
 
 func (f *fixture) get(id uuid.UUID) jobstate.Job {
 	f.t.Helper()
-	j, err := f.store.Get(f.ctx, id)
-	require.NoError(f.t, err)
-	return j
+	return f.suite.Get(id)
 }
 
 func (f *fixture) sweep() jobstate.SweepReport {
 	f.t.Helper()
-	r, err := f.eng.Sweep(f.ctx)
-	require.NoError(f.t, err)
-	return r
+	return f.suite.Sweep()
 }
 
 // snapshot loads everything stored about a job.
 func (f *fixture) snapshot(id uuid.UUID) state { return load(f.t, f.store, id) }
 
-// path lists the states a history went through, the initial one first.
-func path(h []jobstate.Transition) []jobstate.State {
-	var out []jobstate.State
-	for _, t := range h {
-		out = append(out, t.To)
-	}
-	return out
-}
+// counter counts effect runs (enginesuite.Counter).
+type counter struct{ enginesuite.Counter }
 
-// counter counts effect runs.
-type counter struct{ n atomic.Int64 }
-
-func (c *counter) effect(context.Context, jobstate.Job) error { c.n.Add(1); return nil }
-func (c *counter) get() int64                                 { return c.n.Load() }
+func (c *counter) effect(ctx context.Context, j jobstate.Job) error { return c.Effect(ctx, j) }
+func (c *counter) get() int64                                       { return c.Get() }

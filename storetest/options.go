@@ -1,5 +1,7 @@
 package storetest
 
+import "github.com/jobstate/jobstate/internal/enginesuite"
+
 // Option tunes the size of the suite's heavier tests, for a store run a
 // second time in another configuration (pgstore with group commit, say),
 // where the full sizes would add minutes and little coverage.
@@ -12,7 +14,7 @@ type config struct {
 
 // The sizes of the heavier tests, unless an Option changes them.
 const (
-	DefaultStressJobs = 10_000
+	DefaultStressJobs = enginesuite.DefaultStressJobs
 	DefaultNestedKeys = 10_000
 )
 

@@ -22,10 +22,10 @@ package storetest
 
 import (
 	"testing"
-	"time"
 
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/conformance"
+	"github.com/jobstate/jobstate/internal/enginesuite"
 )
 
 // NewStore makes a fresh, empty store for one test. It may register
@@ -56,4 +56,4 @@ func Run(t *testing.T, newStore NewStore, opts ...Option) {
 const generatedPerStore = 117
 
 // Epoch is the fake clock's starting time in every test of the suite.
-var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+var Epoch = enginesuite.Epoch()
