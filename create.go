@@ -104,37 +104,44 @@ func (e *Engine) Create(ctx context.Context, nj NewJob) (Created, error) {
 // create is Create without telling the observers; it returns the creation
 // record for the caller to tell them.
 func (e *Engine) create(ctx context.Context, nj NewJob) (Created, Transition, error) {
-	p, err := e.planCreate(&nj)
+	c := &creation{e: e, nj: nj}
+	if err := e.planCreate(&c.p, &c.nj); err != nil {
+		return Created{}, Transition{}, err
+	}
+	job, created, err := e.store.Create(ctx, nj.Machine, nj.Key, c.decide)
 	if err != nil {
 		return Created{}, Transition{}, err
 	}
-	var recs []Transition // the creation's record, once made
-	job, created, err := e.store.Create(ctx, nj.Machine, nj.Key, func(ctx context.Context, existing *Job) (*Write, error) {
-		now, err := e.now()
-		if err != nil {
-			return nil, err
-		}
-		if existing != nil && p.def.policy.Idempotency.holdsKey(existing, now) {
-			if existing.Fingerprint != p.fp {
-				return nil, &KeyConflictError{Key: nj.Key, Holder: existing.ID}
-			}
-			return nil, nil
-		}
-		w, err := e.buildJob(ctx, &p, now)
-		if err != nil {
-			return nil, err
-		}
-		recs = w.Transitions
-		return &w, nil
-	})
+	return Created{Job: job, Existing: !created}, c.rec, nil
+}
+
+// creation is one Create: what it decides its write from, and the record
+// it made.
+type creation struct {
+	e   *Engine
+	nj  NewJob
+	p   createPlan
+	rec Transition
+}
+
+// decide is the creation's CreateFunc.
+func (c *creation) decide(ctx context.Context, existing *Job) (Write, error) {
+	now, err := c.e.now()
 	if err != nil {
-		return Created{}, Transition{}, err
+		return Write{}, err
 	}
-	var rec Transition
-	if created {
-		rec = recs[0]
+	if existing != nil && c.p.def.policy.Idempotency.holdsKey(existing, now) {
+		if existing.Fingerprint != c.p.fp {
+			return Write{}, &KeyConflictError{Key: c.nj.Key, Holder: existing.ID}
+		}
+		return Write{}, nil
 	}
-	return Created{Job: job, Existing: !created}, rec, nil
+	w, err := c.e.buildJob(ctx, &c.p, now)
+	if err != nil {
+		return Write{}, err
+	}
+	c.rec = w.Transitions[0]
+	return w, nil
 }
 
 // createPlan is what a creation checks and prepares before the store is
@@ -150,35 +157,36 @@ type createPlan struct {
 }
 
 // planCreate checks nj (steps 1-4 of Create) and prepares its creation.
-func (e *Engine) planCreate(nj *NewJob) (createPlan, error) {
+func (e *Engine) planCreate(p *createPlan, nj *NewJob) error {
 	def, err := e.machine(nj.Machine)
 	if err != nil {
-		return createPlan{}, err
+		return err
 	}
 	if err := nj.checkTexts(); err != nil {
-		return createPlan{}, err
+		return err
 	}
 	if nj.ConcurrencyKey != "" && !e.limitsKeys {
-		return createPlan{}, fmt.Errorf("%w: a concurrency key needs a store that enforces Policy.MaxPerKey (KeyLimiter)", ErrUnsupported)
+		return fmt.Errorf("%w: a concurrency key needs a store that enforces Policy.MaxPerKey (KeyLimiter)", ErrUnsupported)
 	}
 	if err := checkDuration("TTL", nj.TTL); err != nil {
-		return createPlan{}, err
+		return err
 	}
 	if err := checkTime("not-before", nj.NotBefore); err != nil {
-		return createPlan{}, err
+		return err
 	}
 	if err := checkTime("deadline", nj.Deadline); err != nil {
-		return createPlan{}, err
+		return err
 	}
 	retry, own, err := override(def.policy.Retry, nj.Retry)
 	if err != nil {
-		return createPlan{}, err
+		return err
 	}
 	fp := nj.Fingerprint
 	if nj.Key != "" && fp == "" {
 		fp = Fingerprint(nj.Payload)
 	}
-	return createPlan{nj: nj, def: def, retry: retry, own: own, fp: fp, payload: clone(nj.Payload)}, nil
+	*p = createPlan{nj: nj, def: def, retry: retry, own: own, fp: fp, payload: clone(nj.Payload)}
+	return nil
 }
 
 // buildJob is the inside of a creation once the key (if any) is free: a

@@ -39,11 +39,9 @@ func (e *Engine) CreateMany(ctx context.Context, jobs []NewJob) ([]Job, error) {
 		if nj.Key != "" {
 			return nil, fmt.Errorf("jobstate: CreateMany: job %d: %w: an idempotency key (create it with Create)", i, ErrInvalidArgument)
 		}
-		p, err := e.planCreate(nj)
-		if err != nil {
+		if err := e.planCreate(&plans[i], nj); err != nil {
 			return nil, fmt.Errorf("jobstate: CreateMany: job %d: %w", i, err)
 		}
-		plans[i] = p
 	}
 	recs := make([]Transition, len(jobs))
 	created, err := bc.CreateBatch(ctx, len(jobs), func(ctx context.Context, i int) (Write, error) {

@@ -45,8 +45,10 @@ type Store interface {
 	// Create inserts a new job. With an empty key, fn is called with nil
 	// existing and its Write is inserted. With a key, Create locks the key
 	// of that machine for the call, loads the job that holds it (nil if
-	// none) and calls fn: a nil *Write keeps the existing job (returned with
-	// created == false); a non-nil one is inserted and takes the key over.
+	// none) and calls fn: the zero Write (a Job without an ID) keeps the
+	// existing job (returned with created == false); any other is inserted
+	// and takes the key over. A zero Write with no existing job is
+	// ErrInvalidArgument.
 	// The Write's Job must carry a new ID (else ErrDuplicateJob), Version
 	// >= 1, and its transitions. An error from fn is returned as it is and
 	// nothing is written.
@@ -150,9 +152,9 @@ type EffectRecord struct {
 type UpdateFunc func(ctx context.Context, cur Snapshot) (Write, error)
 
 // CreateFunc decides a creation. existing is the job holding the key, nil
-// when there is none (or no key was given). A nil *Write keeps the existing
-// job.
-type CreateFunc func(ctx context.Context, existing *Job) (*Write, error)
+// when there is none (or no key was given). A Write whose Job has no ID
+// (the zero Write) keeps the existing job.
+type CreateFunc func(ctx context.Context, existing *Job) (Write, error)
 
 // DueQuery selects the jobs Store.Due returns.
 type DueQuery struct {

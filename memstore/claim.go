@@ -87,12 +87,12 @@ func (s *Store) nextCandidate(q jobstate.ClaimQuery, passed map[*entry]bool) *en
 			return nil
 		}
 		if !m.needsPromotion(now) {
-			e := m.pick(now, q.MaxPerKey, passed)
+			e := s.pick(m, now, q.MaxPerKey, passed)
 			s.mu.Unlock()
 			return e
 		}
 		// One batch at a time, so that other operations go ahead between.
-		m.promote(now)
+		s.promote(m, now)
 		s.mu.Unlock()
 	}
 }
@@ -104,14 +104,14 @@ func (s *Store) nextCandidate(q jobstate.ClaimQuery, passed map[*entry]bool) *en
 // walks the available tree (the jobs without a key and each key's head)
 // and, for a key below its limit, that key's jobs, until no job left to
 // see can come before the best found. Caller holds mu.
-func (m *machine) pick(now instant, limit int, passed map[*entry]bool) *entry {
+func (s *Store) pick(m *machine, now instant, limit int, passed map[*entry]bool) *entry {
 	var best *entry
 	var at claimItem
 	// consider takes it as the best so far if it comes first and its job
 	// can be taken, and reports whether it did, and whether the job was
 	// locked by another update.
 	consider := func(it claimItem) (taken, locked bool) {
-		e := it.e
+		e := s.entry(it.id)
 		if instantOf(e.job.NotBefore).compare(now) > 0 || passed[e] {
 			return false, false
 		}
@@ -129,7 +129,7 @@ func (m *machine) pick(now instant, limit int, passed map[*entry]bool) *entry {
 		if !before(it) {
 			return false
 		}
-		k := it.e.job.ConcurrencyKey
+		k := s.entry(it.id).job.ConcurrencyKey
 		switch {
 		case k == "":
 			consider(it)

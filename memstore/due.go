@@ -29,7 +29,7 @@ func (s *Store) Due(ctx context.Context, q jobstate.DueQuery) ([]jobstate.DueJob
 				return false
 			}
 			if compareItems(it, cursor) > 0 {
-				out = append(out, jobstate.DueJob{ID: it.e.job.ID, WakeAt: it.e.job.WakeAt})
+				out = append(out, jobstate.DueJob{ID: it.id.uuid(), WakeAt: s.entry(it.id).job.WakeAt})
 				taken++
 			}
 			return true
@@ -77,8 +77,8 @@ func (s *Store) Stale(ctx context.Context, machine string, before time.Time, lim
 		if it.at.compare(cut) >= 0 || (limit > 0 && len(out) == limit) {
 			return false
 		}
-		if machine == "" || it.e.job.Machine == machine {
-			out = append(out, it.e.job)
+		if e := s.entry(it.id); machine == "" || e.job.Machine == machine {
+			out = append(out, e.job)
 		}
 		return true
 	})

@@ -27,14 +27,14 @@ func terminalJob(m string, done time.Time) jobstate.Job {
 }
 
 // creation is the write that creates j, with its one record.
-func creation(j jobstate.Job) *jobstate.Write {
-	return &jobstate.Write{Job: j, Transitions: []jobstate.Transition{{JobID: j.ID, Version: j.Version, Event: jobstate.EventCreate, To: j.State, At: j.CreatedAt}}}
+func creation(j jobstate.Job) jobstate.Write {
+	return jobstate.Write{Job: j, Transitions: []jobstate.Transition{{JobID: j.ID, Version: j.Version, Event: jobstate.EventCreate, To: j.State, At: j.CreatedAt}}}
 }
 
 // put stores j as it is, with its key if it has one.
 func put(t testing.TB, s *Store, j jobstate.Job) jobstate.Job {
 	t.Helper()
-	got, created, err := s.Create(context.Background(), j.Machine, j.IdempotencyKey, func(context.Context, *jobstate.Job) (*jobstate.Write, error) {
+	got, created, err := s.Create(context.Background(), j.Machine, j.IdempotencyKey, func(context.Context, *jobstate.Job) (jobstate.Write, error) {
 		return creation(j), nil
 	})
 	if err != nil || !created {

@@ -60,22 +60,25 @@ func (a jobID) compare(b jobID) int {
 	return cmp.Compare(a.lo, b.lo)
 }
 
-// item is a job's place in an ordered index: a group (a state, an owner,
-// an idempotency key, or none), a time, then the job's id, which makes
-// items distinct. They are copies taken when the job was indexed, so that
-// the item can be found again once the job has changed.
-type item struct {
-	group string
-	at    instant
-	id    jobID
-	e     *entry
+// uuid returns the id a's integers were taken from.
+func (a jobID) uuid() uuid.UUID {
+	var id uuid.UUID
+	binary.BigEndian.PutUint64(id[:8], a.hi)
+	binary.BigEndian.PutUint64(id[8:], a.lo)
+	return id
 }
 
-// compareItems orders items by group, then time, then id.
+// item is a job's place in an index ordered by time: the time, then the
+// job's id, which makes items distinct. Items are copies taken when the
+// job was indexed, so that the item can be found again once the job has
+// changed; they hold no pointer, and the store finds the job by its id.
+type item struct {
+	at instant
+	id jobID
+}
+
+// compareItems orders items by time, then id.
 func compareItems(a, b item) int {
-	if a.group != b.group {
-		return strings.Compare(a.group, b.group)
-	}
 	if c := a.at.compare(b.at); c != 0 {
 		return c
 	}
@@ -86,13 +89,31 @@ func newTree() *btree.BTreeG[item] {
 	return newBTree(func(a, b item) bool { return compareItems(a, b) < 0 })
 }
 
+// groupItem is a job's place in a listing index: a group (a state, an
+// owner or an idempotency key), then an item.
+type groupItem struct {
+	group string
+	item
+}
+
+// compareGroupItems orders items by group, then time, then id.
+func compareGroupItems(a, b groupItem) int {
+	if a.group != b.group {
+		return strings.Compare(a.group, b.group)
+	}
+	return compareItems(a.item, b.item)
+}
+
+func newGroupTree() *btree.BTreeG[groupItem] {
+	return newBTree(func(a, b groupItem) bool { return compareGroupItems(a, b) < 0 })
+}
+
 // claimItem is a ready job's place in claim order: priority (higher
 // first), then due time (Job.DueAt), then creation time, then id.
 type claimItem struct {
 	priority     int
 	due, created instant
 	id           jobID
-	e            *entry
 }
 
 func claimLess(a, b claimItem) bool {
@@ -108,8 +129,8 @@ func claimLess(a, b claimItem) bool {
 	return a.id.compare(b.id) < 0
 }
 
-func claimItemOf(e *entry, j *jobstate.Job) claimItem {
-	return claimItem{priority: j.Priority, due: instantOf(j.DueAt()), created: instantOf(j.CreatedAt), id: idOf(j.ID), e: e}
+func claimItemOf(j *jobstate.Job) claimItem {
+	return claimItem{priority: j.Priority, due: instantOf(j.DueAt()), created: instantOf(j.CreatedAt), id: idOf(j.ID)}
 }
 
 // index names an index of items. Each holds a job where its current
@@ -126,13 +147,14 @@ const (
 	byStateUpdated              // every job, by state, then update time
 )
 
-// itemOf returns the item of e in x as j, a version of its job, places
-// it, and whether x holds it at all (never for a nil j).
-func (x index) itemOf(e *entry, j *jobstate.Job) (item, bool) {
+// itemOf returns the item of x where j, a version of a job, places it,
+// and whether x holds it at all (never for a nil j). The group is empty
+// in the indexes ordered by time alone.
+func (x index) itemOf(j *jobstate.Job) (groupItem, bool) {
 	if j == nil {
-		return item{}, false
+		return groupItem{}, false
 	}
-	it := item{id: idOf(j.ID), e: e}
+	it := groupItem{item: item{id: idOf(j.ID)}}
 	in := true
 	switch x {
 	case byCompletion:
@@ -153,21 +175,26 @@ func (x index) itemOf(e *entry, j *jobstate.Job) (item, bool) {
 	return it, in
 }
 
-// move takes e out of tree, index x, where old placed it and puts it
-// where cur places it, unless both place it alike.
-func (x index) move(tree *btree.BTreeG[item], e *entry, old, cur *jobstate.Job) {
-	was, wasIn := x.itemOf(e, old)
-	is, isIn := x.itemOf(e, cur)
-	if wasIn && isIn && compareItems(was, is) == 0 {
+// move takes a job out of tree, index x, where its version old placed it
+// and puts it where cur places it, unless both place it alike; as makes
+// the tree's item of a groupItem.
+func move[T any](tree *btree.BTreeG[T], x index, old, cur *jobstate.Job, as func(groupItem) T) {
+	was, wasIn := x.itemOf(old)
+	is, isIn := x.itemOf(cur)
+	if wasIn && isIn && compareGroupItems(was, is) == 0 {
 		return
 	}
 	if wasIn {
-		tree.Delete(was)
+		tree.Delete(as(was))
 	}
 	if isIn {
-		tree.ReplaceOrInsert(is)
+		tree.ReplaceOrInsert(as(is))
 	}
 }
+
+// timeItem and asGroupItem make a tree's item of a groupItem.
+func timeItem(it groupItem) item         { return it.item }
+func asGroupItem(it groupItem) groupItem { return it }
 
 // machine holds the indexes of one machine's jobs. Guarded by the store's
 // mu.
@@ -177,7 +204,7 @@ type machine struct {
 	counts map[jobstate.State]int
 	// created and updated hold every job of the machine, grouped by state,
 	// by creation and by update time: listing indexes.
-	created, updated *btree.BTreeG[item]
+	created, updated *btree.BTreeG[groupItem]
 	// wake holds the jobs with a wake time, by wake time: the index of Due.
 	wake *btree.BTreeG[item]
 	// The ready jobs are scheduled or available: scheduled holds those
@@ -204,8 +231,8 @@ type machine struct {
 func newMachine() *machine {
 	return &machine{
 		counts:    make(map[jobstate.State]int),
-		created:   newTree(),
-		updated:   newTree(),
+		created:   newGroupTree(),
+		updated:   newGroupTree(),
 		wake:      newTree(),
 		scheduled: newTree(),
 		available: newBTree(claimLess),
@@ -235,9 +262,9 @@ func (s *Store) reindex(e *entry, old, cur *jobstate.Job) {
 		m = newMachine()
 		s.machines[name] = m
 	}
-	byCompletion.move(s.done, e, old, cur)
-	byHeartbeat.move(s.leased, e, old, cur)
-	byWake.move(m.wake, e, old, cur)
+	move(s.done, byCompletion, old, cur, timeItem)
+	move(s.leased, byHeartbeat, old, cur, timeItem)
+	move(m.wake, byWake, old, cur, timeItem)
 	m.moveReady(e, old, cur)
 	m.moveLive(old, cur)
 	if old == nil || cur == nil || old.State != cur.State {
@@ -251,17 +278,17 @@ func (s *Store) reindex(e *entry, old, cur *jobstate.Job) {
 		}
 	}
 	if s.listing {
-		s.relist(m, e, old, cur)
+		s.relist(m, old, cur)
 	}
 }
 
-// relist is reindex for the listing indexes, e being a job of m. Caller
+// relist is reindex for the listing indexes of a job of m. Caller
 // holds mu.
-func (s *Store) relist(m *machine, e *entry, old, cur *jobstate.Job) {
-	byOwner.move(s.owners, e, old, cur)
-	byKey.move(s.keyed, e, old, cur)
-	byStateCreated.move(m.created, e, old, cur)
-	byStateUpdated.move(m.updated, e, old, cur)
+func (s *Store) relist(m *machine, old, cur *jobstate.Job) {
+	move(s.owners, byOwner, old, cur, asGroupItem)
+	move(s.keyed, byKey, old, cur, asGroupItem)
+	move(m.created, byStateCreated, old, cur, asGroupItem)
+	move(m.updated, byStateUpdated, old, cur, asGroupItem)
 }
 
 // startListing fills the listing indexes and has every write keep them
@@ -274,7 +301,7 @@ func (s *Store) startListing() {
 		return
 	}
 	for _, e := range s.jobs {
-		s.relist(s.machines[e.job.Machine], e, nil, &e.job)
+		s.relist(s.machines[e.job.Machine], nil, &e.job)
 	}
 	s.listing = true
 }
@@ -284,18 +311,18 @@ func (s *Store) startListing() {
 func (m *machine) moveReady(e *entry, old, cur *jobstate.Job) {
 	if old != nil && old.Kind == jobstate.KindReady {
 		if e.available {
-			m.unavail(claimItemOf(e, old), old.ConcurrencyKey)
+			m.unavail(claimItemOf(old), old.ConcurrencyKey)
 		} else {
-			m.scheduled.Delete(item{at: instantOf(old.NotBefore), id: idOf(old.ID), e: e})
+			m.scheduled.Delete(item{at: instantOf(old.NotBefore), id: idOf(old.ID)})
 		}
 	}
 	if cur != nil && cur.Kind == jobstate.KindReady {
 		nb := instantOf(cur.NotBefore)
 		e.available = nb.compare(m.horizon) <= 0
 		if e.available {
-			m.avail(claimItemOf(e, cur), cur.ConcurrencyKey)
+			m.avail(claimItemOf(cur), cur.ConcurrencyKey)
 		} else {
-			m.scheduled.ReplaceOrInsert(item{at: nb, id: idOf(cur.ID), e: e})
+			m.scheduled.ReplaceOrInsert(item{at: nb, id: idOf(cur.ID)})
 		}
 	}
 }
@@ -335,7 +362,7 @@ func (m *machine) unavail(it claimItem, k string) {
 	}
 	head, _ := jobs.Min()
 	jobs.Delete(it)
-	if head.e != it.e {
+	if head.id != it.id {
 		return
 	}
 	m.available.Delete(it)
@@ -350,9 +377,9 @@ func (m *machine) unavail(it claimItem, k string) {
 // from scheduled to available.
 const promoteBatch = 1000
 
-// promote moves up to promoteBatch jobs due at now from scheduled to
+// promote moves up to promoteBatch jobs of m due at now from scheduled to
 // available, and makes now the horizon once none is left. Caller holds mu.
-func (m *machine) promote(now instant) {
+func (s *Store) promote(m *machine, now instant) {
 	var due []item
 	m.scheduled.Ascend(func(it item) bool {
 		if it.at.compare(now) > 0 || len(due) == promoteBatch {
@@ -363,8 +390,9 @@ func (m *machine) promote(now instant) {
 	})
 	for _, it := range due {
 		m.scheduled.Delete(it)
-		it.e.available = true
-		m.avail(claimItemOf(it.e, &it.e.job), it.e.job.ConcurrencyKey)
+		e := s.entry(it.id)
+		e.available = true
+		m.avail(claimItemOf(&e.job), e.job.ConcurrencyKey)
 	}
 	if len(due) < promoteBatch && now.compare(m.horizon) > 0 {
 		m.horizon = now

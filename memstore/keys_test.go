@@ -49,13 +49,13 @@ func TestNestedCreatesDistinctKeys(t *testing.T) {
 				for i := w; i < n; i += workers {
 					outer := readyJob("m", sec(0))
 					outer.IdempotencyKey = fmt.Sprintf("outer-%d", i)
-					_, _, err := s.Create(ctx, "m", outer.IdempotencyKey, func(ctx context.Context, existing *jobstate.Job) (*jobstate.Write, error) {
+					_, _, err := s.Create(ctx, "m", outer.IdempotencyKey, func(ctx context.Context, existing *jobstate.Job) (jobstate.Write, error) {
 						inner := readyJob("m", sec(0))
 						inner.IdempotencyKey = fmt.Sprintf("inner-%d", i)
-						if _, _, err := s.Create(ctx, "m", inner.IdempotencyKey, func(context.Context, *jobstate.Job) (*jobstate.Write, error) {
+						if _, _, err := s.Create(ctx, "m", inner.IdempotencyKey, func(context.Context, *jobstate.Job) (jobstate.Write, error) {
 							return creation(inner), nil
 						}); err != nil {
-							return nil, err
+							return jobstate.Write{}, err
 						}
 						if i%100 == 0 {
 							if _, err := s.Update(ctx, other.ID, func(_ context.Context, cur jobstate.Snapshot) (jobstate.Write, error) {
@@ -63,7 +63,7 @@ func TestNestedCreatesDistinctKeys(t *testing.T) {
 								j.Version++
 								return jobstate.Write{Job: j}, nil
 							}); err != nil {
-								return nil, err
+								return jobstate.Write{}, err
 							}
 						}
 						return creation(outer), nil
@@ -104,14 +104,14 @@ func TestSameKeySerialised(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, ok, err := s.Create(ctx, "m", "k", func(_ context.Context, existing *jobstate.Job) (*jobstate.Write, error) {
+				_, ok, err := s.Create(ctx, "m", "k", func(_ context.Context, existing *jobstate.Job) (jobstate.Write, error) {
 					mu.Lock()
 					inside++
 					assert.Equal(t, 1, inside, "one function at a time per key")
 					mu.Unlock()
 					defer func() { mu.Lock(); inside--; mu.Unlock() }()
 					if existing != nil {
-						return nil, nil
+						return jobstate.Write{}, nil
 					}
 					j := readyJob("m", sec(0))
 					j.IdempotencyKey = "k"

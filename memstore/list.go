@@ -53,7 +53,7 @@ func (s *Store) List(ctx context.Context, q jobstate.ListQuery) ([]jobstate.Job,
 	defer s.mu.Unlock()
 	var found []*entry
 	for _, seg := range s.segments(&q) {
-		found = append(found, l.read(seg)...)
+		found = append(found, l.read(s, seg)...)
 	}
 	slices.SortFunc(found, l.compare)
 	out := make([]jobstate.Job, 0, min(len(found), q.Limit))
@@ -66,7 +66,7 @@ func (s *Store) List(ctx context.Context, q jobstate.ListQuery) ([]jobstate.Job,
 // segment is the part of an index that holds one group's jobs, and
 // whether the index orders them by update time (else by creation time).
 type segment struct {
-	tree    *btree.BTreeG[item]
+	tree    *btree.BTreeG[groupItem]
 	group   string
 	updated bool
 }
@@ -135,19 +135,19 @@ func newListing(q *jobstate.ListQuery) *listing {
 // cursor: the first q.Limit of them, read in the listing's order from the
 // cursor or the near bound of the range on, when seg is in that order;
 // all of them otherwise.
-func (l *listing) read(seg segment) []*entry {
+func (l *listing) read(s *Store, seg segment) []*entry {
 	inOrder := seg.updated == l.updated
 	var out []*entry
-	visit := func(it item) bool {
+	visit := func(it groupItem) bool {
 		if it.group != seg.group || (inOrder && (it.at.compare(l.from) < 0 || it.at.compare(l.to) >= 0)) {
 			return false // the end of the group, or of the range
 		}
-		if l.afterCursor(&it.e.job) && l.match(&it.e.job) {
-			out = append(out, it.e)
+		if e := s.entry(it.id); l.afterCursor(&e.job) && l.match(&e.job) {
+			out = append(out, e)
 		}
 		return !inOrder || len(out) < l.q.Limit
 	}
-	start := item{group: seg.group, at: beforeAll}
+	start := groupItem{group: seg.group, item: item{at: beforeAll}}
 	switch {
 	case !inOrder:
 		seg.tree.AscendGreaterOrEqual(start, visit)

@@ -44,8 +44,8 @@ func listBenchStore(b *testing.B) *Store {
 				Owner:     fmt.Sprintf("user-%d", i%20_000),
 				CreatedAt: created, UpdatedAt: created.Add(time.Duration(i%7) * time.Second),
 			}
-			if _, _, err := s.Create(ctx, "docs", "", func(context.Context, *jobstate.Job) (*jobstate.Write, error) {
-				return &jobstate.Write{Job: j}, nil
+			if _, _, err := s.Create(ctx, "docs", "", func(context.Context, *jobstate.Job) (jobstate.Write, error) {
+				return jobstate.Write{Job: j}, nil
 			}); err != nil {
 				b.Fatal(err)
 			}

@@ -66,8 +66,8 @@ type Store struct {
 	leased   *btree.BTreeG[item] // jobs holding leases, by heartbeat
 	// The listing indexes, kept from the first List on (listing): these
 	// two, and the machines' indexes by state.
-	owners  *btree.BTreeG[item] // jobs with an owner, by owner, then creation time
-	keyed   *btree.BTreeG[item] // jobs created with a key, by key, then creation time
+	owners  *btree.BTreeG[groupItem] // jobs with an owner, by owner, then creation time
+	keyed   *btree.BTreeG[groupItem] // jobs created with a key, by key, then creation time
 	listing bool
 	// peakJobs and peakKeys are the most entries the maps have held since
 	// they were made: Prune rebuilds a map that has shrunk well below.
@@ -115,8 +115,8 @@ func New() *Store {
 		machines: make(map[string]*machine),
 		done:     newTree(),
 		leased:   newTree(),
-		owners:   newTree(),
-		keyed:    newTree(),
+		owners:   newGroupTree(),
+		keyed:    newGroupTree(),
 	}
 }
 
@@ -129,6 +129,10 @@ var (
 	_ jobstate.BatchCreator = (*Store)(nil)
 	_ jobstate.Notifier     = (*Store)(nil)
 )
+
+// entry returns the entry of the job id names, which an index holds.
+// Caller holds mu.
+func (s *Store) entry(id jobID) *entry { return s.jobs[id.uuid()] }
 
 // Len returns the number of jobs stored.
 func (s *Store) Len() int {
@@ -222,13 +226,13 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 	if err != nil {
 		return jobstate.Job{}, false, err
 	}
-	if w == nil {
+	if w.Job.ID == uuid.Nil {
 		if existing == nil {
 			return jobstate.Job{}, false, fmt.Errorf("%w: create function returned no job and there is none to keep", jobstate.ErrInvalidArgument)
 		}
 		return *existing, false, nil
 	}
-	j, err := s.insert(w, k)
+	j, err := s.insert(&w, k)
 	if err != nil {
 		return jobstate.Job{}, false, err
 	}

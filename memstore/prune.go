@@ -63,11 +63,12 @@ func (s *Store) pruneBatch(cut instant, limit int, n *int, cursor *item) bool {
 	})
 	for _, it := range batch {
 		*cursor = it
-		if !it.e.lock.TryLock() {
+		e := s.entry(it.id)
+		if !e.lock.TryLock() {
 			continue // being updated: left for a later call
 		}
-		s.drop(it.e)
-		it.e.lock.Unlock()
+		s.drop(e)
+		e.lock.Unlock()
 		*n++
 	}
 	return len(batch) == want && (limit <= 0 || *n < limit)

@@ -30,7 +30,7 @@ func fillFinished(b *testing.B, s *Store, n, every int, cut time.Time) []uuid.UU
 		if i%2 == 0 {
 			j.IdempotencyKey = uuid.NewString()
 		}
-		if _, _, err := s.Create(ctx, j.Machine, j.IdempotencyKey, func(context.Context, *jobstate.Job) (*jobstate.Write, error) {
+		if _, _, err := s.Create(ctx, j.Machine, j.IdempotencyKey, func(context.Context, *jobstate.Job) (jobstate.Write, error) {
 			return creation(j), nil
 		}); err != nil {
 			b.Fatal(err)

@@ -40,7 +40,7 @@ func TestNoRefusalAfterFunc(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		nj := readyJob("m", sec(5))
 		nj.IdempotencyKey = "k"
-		got, created, err := s.Create(ctx, "m", "k", func(ctx context.Context, existing *jobstate.Job) (*jobstate.Write, error) {
+		got, created, err := s.Create(ctx, "m", "k", func(ctx context.Context, existing *jobstate.Job) (jobstate.Write, error) {
 			require.NotNil(t, existing)
 			cancel()
 			n, err := s.Prune(context.Background(), sec(1000), 0) // deletes the key's holder
@@ -52,10 +52,10 @@ func TestNoRefusalAfterFunc(t *testing.T) {
 		assert.True(t, created)
 		assert.Equal(t, nj.ID, got.ID)
 		assert.Equal(t, 1, s.Len())
-		_, _, err = s.Create(context.Background(), "m", "k", func(_ context.Context, existing *jobstate.Job) (*jobstate.Write, error) {
+		_, _, err = s.Create(context.Background(), "m", "k", func(_ context.Context, existing *jobstate.Job) (jobstate.Write, error) {
 			require.NotNil(t, existing)
 			assert.Equal(t, nj.ID, existing.ID, "the new job holds the key")
-			return nil, nil
+			return jobstate.Write{}, nil
 		})
 		require.NoError(t, err)
 	})
@@ -63,7 +63,7 @@ func TestNoRefusalAfterFunc(t *testing.T) {
 		s := New()
 		ctx, cancel := context.WithCancel(context.Background())
 		nj := readyJob("m", sec(5))
-		_, created, err := s.Create(ctx, "m", "", func(context.Context, *jobstate.Job) (*jobstate.Write, error) {
+		_, created, err := s.Create(ctx, "m", "", func(context.Context, *jobstate.Job) (jobstate.Write, error) {
 			cancel()
 			return creation(nj), nil
 		})
@@ -105,7 +105,10 @@ func TestNoRefusalAfterFunc(t *testing.T) {
 		assert.ErrorIs(t, err, jobstate.ErrNotFound)
 		_, err = s.ClaimNext(ctx, jobstate.ClaimQuery{Machine: "m", Now: sec(1)}, fn)
 		assert.ErrorIs(t, err, context.Canceled)
-		_, _, err = s.Create(ctx, "m", "k", func(context.Context, *jobstate.Job) (*jobstate.Write, error) { called = true; return nil, nil })
+		_, _, err = s.Create(ctx, "m", "k", func(context.Context, *jobstate.Job) (jobstate.Write, error) {
+			called = true
+			return jobstate.Write{}, nil
+		})
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.False(t, called, "no function runs when the store refuses")
 	})

@@ -21,8 +21,8 @@ func BenchmarkUpdate(b *testing.B) {
 	for i := range ids {
 		j := jobstate.Job{ID: uuid.New(), Machine: "m", State: "a", Kind: jobstate.KindInitial, Version: 1, CreatedAt: at}
 		ids[i] = j.ID
-		if _, _, err := s.Create(ctx, "m", "", func(context.Context, *jobstate.Job) (*jobstate.Write, error) {
-			return &jobstate.Write{Job: j}, nil
+		if _, _, err := s.Create(ctx, "m", "", func(context.Context, *jobstate.Job) (jobstate.Write, error) {
+			return jobstate.Write{Job: j}, nil
 		}); err != nil {
 			b.Fatal(err)
 		}

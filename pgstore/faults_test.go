@@ -50,11 +50,11 @@ func TestConnectionLostMidOperation(t *testing.T) {
 
 	_, err = e.eng.Create(context.Background(), jobstate.NewJob{Machine: "work", Key: "k"})
 	require.NoError(t, err)
-	_, _, err = e.store.Create(e.ctx, "work", "k2", func(ctx context.Context, _ *jobstate.Job) (*jobstate.Write, error) {
+	_, _, err = e.store.Create(e.ctx, "work", "k2", func(ctx context.Context, _ *jobstate.Job) (jobstate.Write, error) {
 		kill(ctx)
 		j := jobstate.Job{ID: c.Job.ID, Machine: "work", State: "queued", Kind: jobstate.KindReady, Version: 1, CreatedAt: epoch, UpdatedAt: epoch}
 		j.ID[0] ^= 0xff
-		return &jobstate.Write{Job: j}, nil
+		return jobstate.Write{Job: j}, nil
 	})
 	require.Error(t, err)
 	assert.Equal(t, 0, e.count(marks), "what the functions wrote is gone with them")

@@ -29,8 +29,8 @@ func TestGroupCommitMembersFailAlone(t *testing.T) {
 	for i := range ids {
 		ids[i] = uuid.New()
 		j := jobstate.Job{ID: ids[i], Machine: "work", State: "queued", Kind: jobstate.KindReady, Version: 1, CreatedAt: epoch, UpdatedAt: epoch}
-		_, _, err := store.Create(e.ctx, "work", "", func(context.Context, *jobstate.Job) (*jobstate.Write, error) {
-			return &jobstate.Write{Job: j, Transitions: []jobstate.Transition{{JobID: j.ID, Version: 1, Event: jobstate.EventCreate, To: "queued", At: epoch}}}, nil
+		_, _, err := store.Create(e.ctx, "work", "", func(context.Context, *jobstate.Job) (jobstate.Write, error) {
+			return jobstate.Write{Job: j, Transitions: []jobstate.Transition{{JobID: j.ID, Version: 1, Event: jobstate.EventCreate, To: "queued", At: epoch}}}, nil
 		})
 		require.NoError(t, err)
 	}

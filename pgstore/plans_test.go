@@ -180,14 +180,14 @@ func TestFunctionsSeeSessionPlannerSettings(t *testing.T) {
 		t.Run(fmt.Sprint("group ", group), func(t *testing.T) {
 			s := pgtest.StoreWith(t, pgstore.Options{GroupCommit: group})
 			ctx := context.Background()
-			_, _, err := s.Create(ctx, "m", "key", func(ctx context.Context, existing *jobstate.Job) (*jobstate.Write, error) {
+			_, _, err := s.Create(ctx, "m", "key", func(ctx context.Context, existing *jobstate.Job) (jobstate.Write, error) {
 				require.Equal(t, "on", setting(ctx, t, "enable_seqscan"))
-				return nil, errors.New("no job")
+				return jobstate.Write{}, errors.New("no job")
 			})
 			require.Error(t, err)
 			j := newJob("m")
-			_, _, err = s.Create(ctx, "m", "", func(context.Context, *jobstate.Job) (*jobstate.Write, error) {
-				return &jobstate.Write{Job: j, Transitions: creation(j)}, nil
+			_, _, err = s.Create(ctx, "m", "", func(context.Context, *jobstate.Job) (jobstate.Write, error) {
+				return jobstate.Write{Job: j, Transitions: creation(j)}, nil
 			})
 			require.NoError(t, err)
 			for _, sort := range []string{"on", "off"} {

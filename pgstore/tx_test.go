@@ -66,12 +66,12 @@ func TestFailureInCallersTransactionKeepsIt(t *testing.T) {
 	defer tx.Rollback(e.ctx)
 	ctx := pgstore.WithTx(e.ctx, tx)
 	boom := errors.New("boom")
-	_, _, err = e.store.Create(ctx, "work", "", func(ctx context.Context, _ *jobstate.Job) (*jobstate.Write, error) {
+	_, _, err = e.store.Create(ctx, "work", "", func(ctx context.Context, _ *jobstate.Job) (jobstate.Write, error) {
 		tx, ok := pgstore.Tx(ctx)
 		require.True(t, ok)
 		_, err := tx.Exec(ctx, "INSERT INTO "+orders+" VALUES ('inside')")
 		require.NoError(t, err)
-		return nil, boom
+		return jobstate.Write{}, boom
 	})
 	require.ErrorIs(t, err, boom)
 	_, err = tx.Exec(e.ctx, "INSERT INTO "+orders+" VALUES ('after')")

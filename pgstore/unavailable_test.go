@@ -717,9 +717,9 @@ func TestNilTransactionRefused(t *testing.T) {
 		_, ok := pgstore.Tx(ctx)
 		assert.False(t, ok)
 		called := false
-		_, _, err := e.store.Create(ctx, "work", "", func(context.Context, *jobstate.Job) (*jobstate.Write, error) {
+		_, _, err := e.store.Create(ctx, "work", "", func(context.Context, *jobstate.Job) (jobstate.Write, error) {
 			called = true
-			return nil, errors.New("called")
+			return jobstate.Write{}, errors.New("called")
 		})
 		assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 		_, err = e.store.Update(ctx, c.Job.ID, func(_ context.Context, cur jobstate.Snapshot) (jobstate.Write, error) {

@@ -64,18 +64,18 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 		if err != nil {
 			return nil, err
 		}
-		if w == nil {
+		if w.Job.ID == uuid.Nil {
 			if existing == nil {
 				return nil, fmt.Errorf("%w: create function returned no job and there is none to keep", jobstate.ErrInvalidArgument)
 			}
 			out = *existing
 			return nil, nil
 		}
-		if err := jobstate.CheckNew(*w); err != nil {
+		if err := jobstate.CheckNew(w); err != nil {
 			return nil, err
 		}
 		b := &pgx.Batch{}
-		if err := s.queueWrite(b, nil, nil, w, &out); err != nil {
+		if err := s.queueWrite(b, nil, nil, &w, &out); err != nil {
 			return nil, err
 		}
 		if key != "" {

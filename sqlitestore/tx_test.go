@@ -86,12 +86,12 @@ func TestWithTxFailedCallKeepsTransaction(t *testing.T) {
 	_, err = tx.ExecContext(ctx, "INSERT INTO "+crashmachine.Table+" (job, worker) VALUES (x'00', 'caller')")
 	require.NoError(t, err)
 	boom := errors.New("boom")
-	_, _, err = s.Create(sqlitestore.WithTx(ctx, tx), "m", "", func(ctx context.Context, _ *jobstate.Job) (*jobstate.Write, error) {
+	_, _, err = s.Create(sqlitestore.WithTx(ctx, tx), "m", "", func(ctx context.Context, _ *jobstate.Job) (jobstate.Write, error) {
 		inner, ok := sqlitestore.Tx(ctx)
 		require.True(t, ok)
 		_, err := inner.ExecContext(ctx, "INSERT INTO "+crashmachine.Table+" (job, worker) VALUES (x'01', 'inside')")
 		require.NoError(t, err)
-		return nil, boom
+		return jobstate.Write{}, boom
 	})
 	require.ErrorIs(t, err, boom)
 	require.NoError(t, tx.Commit())
@@ -103,9 +103,9 @@ func TestWithTxNil(t *testing.T) {
 	s := open(t, sqlitestore.Options{})
 	ctx := sqlitestore.WithTx(context.Background(), nil)
 	called := false
-	_, _, err := s.Create(ctx, "m", "", func(context.Context, *jobstate.Job) (*jobstate.Write, error) {
+	_, _, err := s.Create(ctx, "m", "", func(context.Context, *jobstate.Job) (jobstate.Write, error) {
 		called = true
-		return nil, nil
+		return jobstate.Write{}, nil
 	})
 	require.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 	assert.False(t, called)

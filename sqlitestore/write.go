@@ -81,7 +81,7 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 		if err != nil {
 			return err
 		}
-		if w == nil {
+		if w.Job.ID == uuid.Nil {
 			if existing == nil {
 				return fmt.Errorf("%w: create function returned no job and there is none to keep", jobstate.ErrInvalidArgument)
 			}
@@ -89,7 +89,7 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 			return nil
 		}
 		wctx := context.WithoutCancel(fctx)
-		if err := s.insert(wctx, st, w); err != nil {
+		if err := s.insert(wctx, st, &w); err != nil {
 			return err
 		}
 		if key != "" {

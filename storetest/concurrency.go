@@ -67,9 +67,9 @@ func testCreatesSerialize(t *testing.T, s jobstate.Store) {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			j, _, err := s.Create(context.Background(), "m", "same-key", func(_ context.Context, ex *jobstate.Job) (*jobstate.Write, error) {
+			j, _, err := s.Create(context.Background(), "m", "same-key", func(_ context.Context, ex *jobstate.Job) (jobstate.Write, error) {
 				if ex != nil {
-					return nil, nil
+					return jobstate.Write{}, nil
 				}
 				effects.Add(1)
 				return creation(mkJob(Epoch)), nil

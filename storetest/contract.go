@@ -50,13 +50,13 @@ func mkJob(at time.Time) jobstate.Job {
 	}
 }
 
-func creation(j jobstate.Job) *jobstate.Write {
-	return &jobstate.Write{Job: j, Transitions: []jobstate.Transition{{JobID: j.ID, Version: j.Version, Event: jobstate.EventCreate, To: j.State, At: j.CreatedAt}}}
+func creation(j jobstate.Job) jobstate.Write {
+	return jobstate.Write{Job: j, Transitions: []jobstate.Transition{{JobID: j.ID, Version: j.Version, Event: jobstate.EventCreate, To: j.State, At: j.CreatedAt}}}
 }
 
 func insert(t *testing.T, s jobstate.Store, j jobstate.Job) jobstate.Job {
 	t.Helper()
-	got, created, err := s.Create(context.Background(), j.Machine, "", func(context.Context, *jobstate.Job) (*jobstate.Write, error) {
+	got, created, err := s.Create(context.Background(), j.Machine, "", func(context.Context, *jobstate.Job) (jobstate.Write, error) {
 		return creation(j), nil
 	})
 	require.NoError(t, err)
@@ -135,13 +135,13 @@ func testCreateErrorWritesNothing(t *testing.T, s jobstate.Store) {
 	ctx := context.Background()
 	boom := errors.New("boom")
 	j := mkJob(Epoch)
-	_, _, err := s.Create(ctx, "m", "k", func(context.Context, *jobstate.Job) (*jobstate.Write, error) { return nil, boom })
+	_, _, err := s.Create(ctx, "m", "k", func(context.Context, *jobstate.Job) (jobstate.Write, error) { return jobstate.Write{}, boom })
 	assert.ErrorIs(t, err, boom)
 	_, err = s.Get(ctx, j.ID)
 	assert.ErrorIs(t, err, jobstate.ErrNotFound)
 	// The key is still free.
 	var seen *jobstate.Job
-	_, created, err := s.Create(ctx, "m", "k", func(_ context.Context, ex *jobstate.Job) (*jobstate.Write, error) {
+	_, created, err := s.Create(ctx, "m", "k", func(_ context.Context, ex *jobstate.Job) (jobstate.Write, error) {
 		seen = ex
 		return creation(j), nil
 	})
@@ -155,7 +155,7 @@ func testCreateDuplicateID(t *testing.T, s jobstate.Store) {
 	dup := mkJob(Epoch)
 	dup.ID = j.ID
 	dup.State = "other"
-	_, _, err := s.Create(context.Background(), "m", "", func(context.Context, *jobstate.Job) (*jobstate.Write, error) {
+	_, _, err := s.Create(context.Background(), "m", "", func(context.Context, *jobstate.Job) (jobstate.Write, error) {
 		return creation(dup), nil
 	})
 	assert.ErrorIs(t, err, jobstate.ErrDuplicateJob)
@@ -166,7 +166,7 @@ func testCreateKey(t *testing.T, s jobstate.Store) {
 	ctx := context.Background()
 	first := mkJob(Epoch)
 	first.IdempotencyKey = "k"
-	_, created, err := s.Create(ctx, "m", "k", func(_ context.Context, ex *jobstate.Job) (*jobstate.Write, error) {
+	_, created, err := s.Create(ctx, "m", "k", func(_ context.Context, ex *jobstate.Job) (jobstate.Write, error) {
 		assert.Nil(t, ex)
 		return creation(first), nil
 	})
@@ -174,10 +174,10 @@ func testCreateKey(t *testing.T, s jobstate.Store) {
 	require.True(t, created)
 
 	// Keeping the holder.
-	got, created, err := s.Create(ctx, "m", "k", func(_ context.Context, ex *jobstate.Job) (*jobstate.Write, error) {
+	got, created, err := s.Create(ctx, "m", "k", func(_ context.Context, ex *jobstate.Job) (jobstate.Write, error) {
 		require.NotNil(t, ex)
 		assert.Equal(t, first.ID, ex.ID)
-		return nil, nil
+		return jobstate.Write{}, nil
 	})
 	require.NoError(t, err)
 	assert.False(t, created)
@@ -186,7 +186,7 @@ func testCreateKey(t *testing.T, s jobstate.Store) {
 	// The same key on another machine is another key.
 	other := mkJob(Epoch)
 	other.Machine = "m2"
-	_, created, err = s.Create(ctx, "m2", "k", func(_ context.Context, ex *jobstate.Job) (*jobstate.Write, error) {
+	_, created, err = s.Create(ctx, "m2", "k", func(_ context.Context, ex *jobstate.Job) (jobstate.Write, error) {
 		assert.Nil(t, ex)
 		return creation(other), nil
 	})
@@ -195,15 +195,15 @@ func testCreateKey(t *testing.T, s jobstate.Store) {
 
 	// Taking the key over.
 	second := mkJob(Epoch.Add(time.Minute))
-	_, created, err = s.Create(ctx, "m", "k", func(_ context.Context, ex *jobstate.Job) (*jobstate.Write, error) {
+	_, created, err = s.Create(ctx, "m", "k", func(_ context.Context, ex *jobstate.Job) (jobstate.Write, error) {
 		return creation(second), nil
 	})
 	require.NoError(t, err)
 	assert.True(t, created)
-	_, _, err = s.Create(ctx, "m", "k", func(_ context.Context, ex *jobstate.Job) (*jobstate.Write, error) {
+	_, _, err = s.Create(ctx, "m", "k", func(_ context.Context, ex *jobstate.Job) (jobstate.Write, error) {
 		require.NotNil(t, ex)
 		assert.Equal(t, second.ID, ex.ID, "the key now names the newer job")
-		return nil, nil
+		return jobstate.Write{}, nil
 	})
 	require.NoError(t, err)
 	// The old holder still exists.
@@ -563,7 +563,7 @@ func testPruner(t *testing.T, s jobstate.Store) {
 	}
 	oldKeyed := mkJob(Epoch)
 	oldKeyed.IdempotencyKey = "k"
-	_, _, err := s.Create(ctx, "m", "k", func(context.Context, *jobstate.Job) (*jobstate.Write, error) { return creation(oldKeyed), nil })
+	_, _, err := s.Create(ctx, "m", "k", func(context.Context, *jobstate.Job) (jobstate.Write, error) { return creation(oldKeyed), nil })
 	require.NoError(t, err)
 	finish(oldKeyed, Epoch)
 	old := insert(t, s, mkJob(Epoch))
@@ -590,7 +590,7 @@ func testPruner(t *testing.T, s jobstate.Store) {
 	}
 	assert.Len(t, load(t, s, recent.ID).History, 2, "younger jobs and their history stay")
 	assert.Equal(t, int64(1), load(t, s, live.ID).Job.Version)
-	_, _, err = s.Create(ctx, "m", "k", func(_ context.Context, ex *jobstate.Job) (*jobstate.Write, error) {
+	_, _, err = s.Create(ctx, "m", "k", func(_ context.Context, ex *jobstate.Job) (jobstate.Write, error) {
 		assert.Nil(t, ex, "a pruned job's key is free")
 		return creation(mkJob(Epoch)), nil
 	})

@@ -243,7 +243,7 @@ func testCreateBatchDirect(t *testing.T, newStore NewStore) {
 	bc := s.(jobstate.BatchCreator)
 	ctx := context.Background()
 	write := func(j jobstate.Job) func(context.Context, int) (jobstate.Write, error) {
-		return func(context.Context, int) (jobstate.Write, error) { return *creation(j), nil }
+		return func(context.Context, int) (jobstate.Write, error) { return creation(j), nil }
 	}
 
 	got, err := bc.CreateBatch(ctx, 0, write(mkJob(Epoch)))
@@ -259,7 +259,7 @@ func testCreateBatchDirect(t *testing.T, newStore NewStore) {
 	a, b := mkJob(Epoch), mkJob(Epoch.Add(time.Second))
 	b.Payload = big
 	batch := []jobstate.Job{a, b}
-	got, err = bc.CreateBatch(ctx, 2, func(_ context.Context, i int) (jobstate.Write, error) { return *creation(batch[i]), nil })
+	got, err = bc.CreateBatch(ctx, 2, func(_ context.Context, i int) (jobstate.Write, error) { return creation(batch[i]), nil })
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	for i, j := range got {
@@ -277,7 +277,7 @@ func testCreateBatchDirect(t *testing.T, newStore NewStore) {
 		{"stored", []jobstate.Job{c, a}},
 		{"in the batch", []jobstate.Job{d, d}},
 	} {
-		got, err := bc.CreateBatch(ctx, 2, func(_ context.Context, i int) (jobstate.Write, error) { return *creation(tc.batch[i]), nil })
+		got, err := bc.CreateBatch(ctx, 2, func(_ context.Context, i int) (jobstate.Write, error) { return creation(tc.batch[i]), nil })
 		assert.ErrorIs(t, err, jobstate.ErrDuplicateJob, tc.name)
 		stored := existing(t, s, []uuid.UUID{tc.batch[0].ID})
 		if len(got) > 0 {
@@ -305,7 +305,7 @@ func testCreateBatchDirect(t *testing.T, newStore NewStore) {
 	called := false
 	_, err = bc.CreateBatch(cctx, 1, func(context.Context, int) (jobstate.Write, error) {
 		called = true
-		return *creation(mkJob(Epoch)), nil
+		return creation(mkJob(Epoch)), nil
 	})
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.False(t, called)

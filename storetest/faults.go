@@ -122,16 +122,16 @@ func (s *FaultyStore) Create(ctx context.Context, machine, key string, fn jobsta
 		return jobstate.Job{}, false, err
 	}
 	t := &tx{}
-	job, created, err := s.inner.Create(ctx, machine, key, func(ctx context.Context, existing *jobstate.Job) (*jobstate.Write, error) {
+	job, created, err := s.inner.Create(ctx, machine, key, func(ctx context.Context, existing *jobstate.Job) (jobstate.Write, error) {
 		if err := s.fault(FaultBeforeFunc); err != nil {
-			return nil, err
+			return jobstate.Write{}, err
 		}
 		w, err := fn(context.WithValue(ctx, txKey{}, t), existing)
 		if err != nil {
-			return nil, err
+			return jobstate.Write{}, err
 		}
 		if err := s.fault(FaultAfterFunc); err != nil {
-			return nil, err
+			return jobstate.Write{}, err
 		}
 		return w, nil
 	})
