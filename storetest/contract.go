@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/enginesuite"
 )
 
 // RunContract checks each clause of the Store contract by calling the
@@ -65,27 +66,12 @@ func insert(t *testing.T, s jobstate.Store, j jobstate.Job) jobstate.Job {
 }
 
 // state is everything a store holds about one job.
-type state struct {
-	Job     jobstate.Job
-	Execs   []jobstate.Execution
-	History []jobstate.Transition
-	Effects []jobstate.EffectRecord
-}
+type state = enginesuite.State
 
+// load reads everything s holds about the job id, failing t on any error.
 func load(t *testing.T, s jobstate.Store, id uuid.UUID) state {
 	t.Helper()
-	ctx := context.Background()
-	var st state
-	var err error
-	st.Job, err = s.Get(ctx, id)
-	require.NoError(t, err)
-	st.Execs, err = s.Executions(ctx, id)
-	require.NoError(t, err)
-	st.History, err = s.History(ctx, id)
-	require.NoError(t, err)
-	st.Effects, err = s.Effects(ctx, id)
-	require.NoError(t, err)
-	return st
+	return enginesuite.Load(t, s, id)
 }
 
 // next returns cur moved to state to at version+1 with its transition.

@@ -1,4 +1,4 @@
-package storetest
+package enginesuite
 
 import (
 	"testing"
@@ -13,16 +13,16 @@ import (
 // literal definition; with other rules it must carry a name of its own.
 func TestFixtureRefusesOtherRulesUnderALifecycleName(t *testing.T) {
 	literal := delivery.Spec(delivery.Plain())
-	if err := checkSpecs(literal, m.TransferSpec(), m.QueueSpec()); err != nil {
+	if err := CheckSpecs(literal, m.TransferSpec(), m.QueueSpec()); err != nil {
 		t.Errorf("the literal and generic machines are refused: %v", err)
 	}
 	changed := delivery.Spec(delivery.Plain())
 	changed.Rules = append(changed.Rules, jobstate.Rule{From: []jobstate.State{delivery.Claimed}, Event: jobstate.EventCancel, To: delivery.Cancelled})
-	if err := checkSpecs(changed); err == nil {
+	if err := CheckSpecs(changed); err == nil {
 		t.Error("file delivery with a cancel from CLAIMED passed as file delivery")
 	}
 	changed.Name = "transfer-with-cancel"
-	if err := checkSpecs(changed); err != nil {
+	if err := CheckSpecs(changed); err != nil {
 		t.Errorf("under a name of its own it is refused: %v", err)
 	}
 }
