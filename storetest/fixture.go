@@ -31,10 +31,6 @@ func newFixture(t *testing.T, newStore NewStore, opts []jobstate.Option, specs .
 	return &fixture{t: s.T, ctx: s.Ctx, clock: s.Clock, store: s.Store, eng: s.Eng, suite: s}
 }
 
-// checkSpecs returns an error when a spec bears the name of one of the five
-// lifecycles without being that lifecycle's literal definition.
-func checkSpecs(specs ...jobstate.Spec) error { return enginesuite.CheckSpecs(specs...) }
-
 func (f *fixture) create(machine string, nj jobstate.NewJob) jobstate.Job {
 	f.t.Helper()
 	return f.suite.Create(machine, nj)
