@@ -456,50 +456,56 @@ func (e *Engine) update(ctx context.Context, id uuid.UUID, args any, fn opFunc) 
 // another effect of the same write had run, the part of the write those
 // effects belong to is recorded and returned with an *IncompleteError.
 func (e *Engine) run(ctx context.Context, id uuid.UUID, args any, fn opFunc) (Job, error) {
-	// What the write leaves for after it: its records, for the observers,
-	// and whether it was recorded in part.
-	var after struct {
-		recs       []Transition
-		incomplete *IncompleteError
-	}
-	job, err := e.store.Update(ctx, id, func(ctx context.Context, cur Snapshot) (Write, error) {
-		done, err := e.apply(ctx, &cur, args, fn)
-		after.recs, after.incomplete = done.w.Transitions, done.incomplete
-		return done.w, err
-	})
+	u := &updating{e: e, args: args, fn: fn}
+	job, err := e.store.Update(ctx, id, u.decide)
 	if err != nil {
 		return Job{}, err
 	}
-	e.notify(ctx, job, after.recs)
-	if after.incomplete != nil {
-		return job, after.incomplete
+	e.notify(ctx, job, u.recs)
+	if u.incomplete != nil {
+		return job, u.incomplete
 	}
 	return job, nil
+}
+
+// updating is one run of an operation: what it decides its write with,
+// its plan, and what the write leaves for after it (its records, for the
+// observers, and whether it was recorded in part).
+type updating struct {
+	e          *Engine
+	args       any
+	fn         opFunc
+	p          plan
+	recs       []Transition
+	incomplete *IncompleteError
+}
+
+// decide is the operation's UpdateFunc: it runs fn on the job's machine,
+// then the write's effects (see plan), and returns what to apply, or the
+// error that refuses the write.
+func (u *updating) decide(ctx context.Context, cur Snapshot) (Write, error) {
+	u.p, u.recs, u.incomplete = plan{}, nil, nil
+	def, err := u.e.machine(cur.Job.Machine)
+	if err != nil {
+		return Write{}, err
+	}
+	now, err := u.e.now()
+	if err != nil {
+		return Write{}, err
+	}
+	w, err := u.fn(ctx, def, cur, now, &u.p)
+	if err != nil {
+		return Write{}, err
+	}
+	done, err := u.p.run(ctx, w, u.args)
+	u.recs, u.incomplete = done.w.Transitions, done.incomplete
+	return done.w, err
 }
 
 // opFunc is one engine operation, run inside a store update. It decides
 // the write, making every check that could refuse it, and leaves the
 // users' effects to p, which runs them after it returns.
 type opFunc func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error)
-
-// apply runs fn on the job's machine, then the write's effects (see plan),
-// and returns what to apply, or the error that refuses the write.
-func (e *Engine) apply(ctx context.Context, cur *Snapshot, args any, fn opFunc) (outcome, error) {
-	def, err := e.machine(cur.Job.Machine)
-	if err != nil {
-		return outcome{}, err
-	}
-	now, err := e.now()
-	if err != nil {
-		return outcome{}, err
-	}
-	var p plan
-	w, err := fn(ctx, def, *cur, now, &p)
-	if err != nil {
-		return outcome{}, err
-	}
-	return p.run(ctx, w, args)
-}
 
 func (e *Engine) notify(ctx context.Context, job Job, recs []Transition) {
 	for _, o := range e.observers {

@@ -109,37 +109,59 @@ func (e *Engine) Claim(ctx context.Context, req ClaimRequest) (Claimed, error) {
 	if err != nil {
 		return Claimed{}, err
 	}
-	// What the claim leaves for after the write, and the first claim
-	// effect that failed.
-	var got struct {
-		lease  Lease
-		recs   []Transition
-		failed error
-	}
-	job, err := e.store.ClaimNext(ctx, ClaimQuery{Machine: def.name, Now: now, MaxPerKey: def.policy.MaxPerKey}, func(ctx context.Context, cur Snapshot) (Write, error) {
-		var p plan
-		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, &p)
-		if err != nil {
-			return Write{}, errors.Join(ErrSkip, err)
-		}
-		done, err := p.run(ctx, w, req.Args)
-		if err != nil {
-			if got.failed == nil {
-				got.failed = fmt.Errorf("job %s: %w", cur.Job.ID, err)
-			}
-			return Write{}, errors.Join(ErrSkip, err)
-		}
-		got.lease, got.recs = l, done.w.Transitions
-		return done.w, nil
-	})
+	c := &claiming{e: e, def: def, req: req, ttl: ttl, now: now}
+	job, err := e.store.ClaimNext(ctx, ClaimQuery{Machine: def.name, Now: now, MaxPerKey: def.policy.MaxPerKey}, c.decide)
 	if err != nil {
-		if errors.Is(err, ErrNoJob) && got.failed != nil {
-			return Claimed{}, fmt.Errorf("%w; a claim's effect failed: %w", err, got.failed)
+		if errors.Is(err, ErrNoJob) && c.failed != nil {
+			return Claimed{}, fmt.Errorf("%w; a claim's effect failed: %w", err, c.failed)
 		}
 		return Claimed{}, err
 	}
-	e.notify(ctx, job, got.recs)
-	return Claimed{Lease: got.lease, Job: job}, nil
+	e.notify(ctx, job, c.last.recs)
+	return Claimed{Lease: c.last.lease, Job: job}, nil
+}
+
+// claiming is one claim request deciding on each job a store offers it:
+// what it decides with, what it took (the last job's lease and records,
+// and, when taken is not nil, every job's), and the first claim effect
+// that failed.
+type claiming struct {
+	e      *Engine
+	def    *Definition
+	req    ClaimRequest
+	ttl    time.Duration
+	now    time.Time
+	last   taken
+	taken  map[uuid.UUID]taken
+	failed error
+}
+
+// taken is what a claim of one job leaves for after the write.
+type taken struct {
+	lease Lease
+	recs  []Transition
+}
+
+// decide is the request's UpdateFunc: a job it cannot claim, or whose
+// claim effect fails, is passed over (ErrSkip).
+func (c *claiming) decide(ctx context.Context, cur Snapshot) (Write, error) {
+	var p plan
+	w, l, err := c.e.claim(ctx, c.def, &cur, c.req, c.ttl, c.now, &p)
+	if err != nil {
+		return Write{}, errors.Join(ErrSkip, err)
+	}
+	done, err := p.run(ctx, w, c.req.Args)
+	if err != nil {
+		if c.failed == nil {
+			c.failed = fmt.Errorf("job %s: %w", cur.Job.ID, err)
+		}
+		return Write{}, errors.Join(ErrSkip, err)
+	}
+	c.last = taken{lease: l, recs: done.w.Transitions}
+	if c.taken != nil {
+		c.taken[cur.Job.ID] = c.last
+	}
+	return done.w, nil
 }
 
 // ClaimJob claims one named job (a worker taking the job a user chose). Errors: ErrNotFound; ErrNotClaimable when the job is not ready
@@ -401,40 +423,20 @@ func (e *Engine) ClaimMany(ctx context.Context, req ClaimRequest, n int) ([]Clai
 	if err != nil {
 		return nil, err
 	}
-	type taken struct {
-		lease Lease
-		recs  []Transition
-	}
-	got := make(map[uuid.UUID]taken, n)
-	var failed error
-	jobs, err := bc.ClaimBatch(ctx, ClaimQuery{Machine: def.name, Now: now, MaxPerKey: def.policy.MaxPerKey}, n, func(ctx context.Context, cur Snapshot) (Write, error) {
-		var p plan
-		w, l, err := e.claim(ctx, def, &cur, req, ttl, now, &p)
-		if err != nil {
-			return Write{}, errors.Join(ErrSkip, err)
-		}
-		done, err := p.run(ctx, w, req.Args)
-		if err != nil {
-			if failed == nil {
-				failed = fmt.Errorf("job %s: %w", cur.Job.ID, err)
-			}
-			return Write{}, errors.Join(ErrSkip, err)
-		}
-		got[cur.Job.ID] = taken{lease: l, recs: done.w.Transitions}
-		return done.w, nil
-	})
+	c := &claiming{e: e, def: def, req: req, ttl: ttl, now: now, taken: make(map[uuid.UUID]taken, n)}
+	jobs, err := bc.ClaimBatch(ctx, ClaimQuery{Machine: def.name, Now: now, MaxPerKey: def.policy.MaxPerKey}, n, c.decide)
 	if err != nil && len(jobs) == 0 {
 		return nil, err
 	}
 	if len(jobs) == 0 {
-		if failed != nil {
-			return nil, fmt.Errorf("%w: machine %q; a claim's effect failed: %w", ErrNoJob, def.name, failed)
+		if c.failed != nil {
+			return nil, fmt.Errorf("%w: machine %q; a claim's effect failed: %w", ErrNoJob, def.name, c.failed)
 		}
 		return nil, fmt.Errorf("%w: machine %q", ErrNoJob, def.name)
 	}
 	out := make([]Claimed, 0, len(jobs))
 	for _, j := range jobs {
-		t := got[j.ID]
+		t := c.taken[j.ID]
 		e.notify(ctx, j, t.recs)
 		out = append(out, Claimed{Lease: t.lease, Job: j})
 	}
