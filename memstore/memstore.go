@@ -98,9 +98,6 @@ type entry struct {
 	key keyID
 	// available says which claim tree holds the job while it is ready.
 	available bool
-	// exec1 holds execs while the job has at most one execution (most
-	// jobs), so that a first claim allocates nothing for it.
-	exec1 [1]jobstate.Execution
 }
 
 // historyRoom is the room a new job's history starts with: a short
@@ -279,9 +276,9 @@ func (s *Store) insert(w *jobstate.Write, k keyID) (jobstate.Job, error) {
 		job:     w.Job,
 		effects: slices.Clone(w.Effects),
 		history: append(make([]jobstate.Transition, 0, max(historyRoom, len(w.Transitions))), w.Transitions...),
+		execs:   slices.Clone(w.Executions),
 		key:     k,
 	}
-	e.execs = append(e.exec1[:0], w.Executions...)
 	s.mu.Lock()
 	if s.jobs[e.job.ID] != nil {
 		s.mu.Unlock()
