@@ -20,9 +20,10 @@ import (
 //
 // Ownership: values a Store returns belong to the caller, except that the
 // byte slices of a Job (Payload, Result) may be shared with the store's own
-// copy and must not be modified. A Write a store's function returns
-// belongs to the store from then on: the engine never reads or modifies
-// its memory again, so a store may keep it as it is.
+// copy and must not be modified. A store may keep the memory of a Write
+// its function returns as it is: the engine never modifies it again, and
+// reads only its Transitions afterwards, to tell its observers, so a
+// store must not modify those.
 //
 // Concurrency: all methods are safe for concurrent use. Update, Create and
 // ClaimNext call their function at most once per job they lock, while no
