@@ -12,8 +12,8 @@ import (
 )
 
 // newTask makes the task of a claimed job and registers it. After the
-// grace period has ended no task may run: the job is given back at once
-// and nil returned.
+// grace period has ended, or a hard stop, no task may run: the job is
+// given back at once (one try once stopped hard) and nil returned.
 func (w *Worker) newTask(r *route, c jobstate.Claimed) *Task {
 	t := &Task{w: w, r: r, job: c.Job, lease: c.Lease}
 	ctx, cancel := context.WithCancelCause(w.base)
@@ -21,7 +21,7 @@ func (w *Worker) newTask(r *route, c jobstate.Claimed) *Task {
 	t.ctx = ctx
 	w.launched.Add(1)
 	w.mu.Lock()
-	if w.ended {
+	if w.ended || w.level >= 2 {
 		w.mu.Unlock()
 		t.state.Store(taskGivenBack)
 		cancel(&ShutdownError{Grace: w.grace, Hard: true})
@@ -79,7 +79,11 @@ func (w *Worker) work(r *route, t *Task) {
 // when there is nothing to do; t may be nil with ok true when the job
 // claimed had to be given back at once.
 func (w *Worker) next(r *route) (t *Task, ok bool) {
-	if w.stopping() || !r.more.Load() || w.starved.Load() || w.take(1) == 0 {
+	if w.stopping() || !r.more.Load() || w.starved.Load() || !w.claimStart() {
+		return nil, false
+	}
+	defer w.claims.Done()
+	if w.take(1) == 0 {
 		return nil, false
 	}
 	m := w.out.mark()
@@ -101,6 +105,10 @@ func (w *Worker) nextBatch(r *route) (t *Task, ok bool) {
 	if w.stopping() || !r.more.Load() || w.starved.Load() {
 		return nil, false
 	}
+	if !w.claimStart() {
+		return nil, false
+	}
+	defer w.claims.Done()
 	if !r.enter() {
 		return nil, false
 	}
@@ -117,6 +125,20 @@ func (w *Worker) nextBatch(r *route) (t *Task, ok bool) {
 		w.launch(r, c)
 	}
 	return w.newTask(r, got[0]), true
+}
+
+// claimStart marks a claim of a handler goroutine in flight (claims),
+// unless the first stop signal has arrived: then it reports false and the
+// goroutine claims nothing. The caller ends the mark with claims.Done once
+// the jobs claimed are started or given back.
+func (w *Worker) claimStart() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.level >= 1 {
+		return false
+	}
+	w.claims.Add(1)
+	return true
 }
 
 // execute runs one task's handler and ends its execution.

@@ -38,7 +38,12 @@ import (
 // when every handler has returned and every commit ahead (see
 // WithCommitsAhead) has ended. A second stop signal stops hard: the
 // grace period ends at once, and Run returns without waiting for handlers
-// that ignore their context, nor for commits in flight.
+// that ignore their context, nor for commits in flight. On any stop Run
+// waits for the claims in flight (one store call each) and for what
+// becomes of the jobs they return: after a hard stop those jobs never
+// start and their leases are given back (one try while the store cannot
+// be reached) before Run returns, so that no lease of a claim committed
+// after the stop is left to lapse.
 //
 // A store that cannot be reached (jobstate.ErrUnavailable) fails no job:
 // the write that ends a handler's execution is made again with backoff

@@ -29,7 +29,9 @@ func (w *Worker) signal(l int) {
 
 // Shutdown starts a graceful shutdown, unless one is under way, and waits
 // until Run has returned. If ctx ends first, it stops hard and waits for
-// Run to return, which it then does promptly; the error is then ctx's.
+// Run to return, which it then does promptly (once the claims in flight
+// have returned and their jobs are given back, see Run); the error is
+// then ctx's.
 // Shutdown of a worker that is not running marks it stopped and returns
 // nil.
 func (w *Worker) Shutdown(ctx context.Context) error {
@@ -54,8 +56,14 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 
 // shutdown waits for running handlers for the grace period, then cancels
 // them and gives their leases back; a hard stop does so at once and does
-// not wait for the handlers to return.
+// not wait for the handlers to return, nor for commits in flight. Either
+// way it returns only once the claims in flight of handler goroutines
+// have returned and the jobs they took are started or given back: after
+// a hard stop they are given back, with one try while the store cannot
+// be reached, so that a claim committed after the stop leaves no lease to
+// lapse.
 func (w *Worker) shutdown() {
+	defer w.claims.Wait()
 	idle := make(chan struct{})
 	go func() {
 		w.wg.Wait()

@@ -84,6 +84,11 @@ type Worker struct {
 	// engine calls that must complete (outcomes, give-backs).
 	base context.Context
 	wg   sync.WaitGroup
+	// claims counts the claims in flight in handler goroutines, each with
+	// the start or give-back of the jobs it returns; Run waits for them
+	// on any stop, a hard one included. Added to only under mu before
+	// the first stop signal (claimStart).
+	claims sync.WaitGroup
 
 	// out follows whether the store can be reached, for the logs.
 	out outage
