@@ -64,62 +64,89 @@ func (s batchHoldingStore) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery
 	return out, nil
 }
 
-// TestHardStopWaitsForClaimInFlight: a hard stop while a handler's
-// goroutine has a claim in flight (its handler returned, it claims the
-// next job) does not let Run return before that claim has returned and
-// the leases of the jobs it took are given back: the jobs are ready
-// again with no live execution, their executions ended, no failure
-// counted, and their handlers never started.
-func TestHardStopWaitsForClaimInFlight(t *testing.T) {
-	for _, tc := range []struct {
+// claimStopGrace is the grace period of TestStopWaitsForClaimInFlight:
+// shorter than the lease (30 s), and no other timer of the worker is due
+// at its end.
+const claimStopGrace = 7 * time.Second
+
+// TestStopWaitsForClaimInFlight: a stop while a handler's goroutine has
+// a claim in flight (its handler returned, it claims the next job) does
+// not let Run return before that claim has returned and the leases of the
+// jobs it took are given back, whether the claim returns after a hard
+// stop or after the grace period ended: the jobs are ready again with no
+// live execution, their executions ended, no failure counted, and their
+// handlers never started.
+func TestStopWaitsForClaimInFlight(t *testing.T) {
+	stores := []struct {
 		name  string
 		store func(*holdingStore) jobstate.Store
 	}{
 		{"one-by-one", func(s *holdingStore) jobstate.Store { return s }},
 		{"batch", func(s *holdingStore) jobstate.Store { return batchHoldingStore{s} }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			hs := newHoldingStore()
-			env := newStoreEnv(t, tc.store(hs))
-			ctx := context.Background()
-			first, err := env.eng.Create(ctx, jobstate.NewJob{Machine: "task", Payload: []byte("first")})
-			require.NoError(t, err)
-			h := newBlocking()
-			w, err := worker.New(env.eng, quiet(worker.Handle("task", h, 1), worker.WithClock(env.clock), worker.WithGracePeriod(time.Hour))...)
-			require.NoError(t, err)
-			errc := runWorker(ctx, w)
-			tk := recv(t, h.started)
-			require.Equal(t, first.Job.ID, tk.Job().ID)
-
-			hs.armed.Store(true)
-			next, err := env.eng.Create(ctx, jobstate.NewJob{Machine: "task", Payload: []byte("next")})
-			require.NoError(t, err)
-			h.release <- struct{}{} // the first handler returns; its goroutine claims the next job
-			recv(t, hs.claimed)
-			j, err := env.eng.Get(ctx, next.Job.ID)
-			require.NoError(t, err)
-			require.Equal(t, 1, j.Leases, "the claim in flight leased the next job")
-
-			w.Stop() // the first signal
-			waitTimer(t, env.clock, env.clock.Now().Add(time.Hour))
-			w.Stop() // the second: hard
-			close(hs.release)
-			require.NoError(t, recv(t, errc))
-
-			j, err = env.eng.Get(ctx, next.Job.ID)
-			require.NoError(t, err)
-			assert.Equal(t, queued, j.State, "given back: ready again")
-			assert.Zero(t, j.Leases, "no lease left to lapse once Run has returned")
-			assert.Zero(t, j.RetryCount, "giving a lease back is no failure")
-			execs, err := env.eng.Executions(ctx, next.Job.ID)
-			require.NoError(t, err)
-			require.Len(t, execs, 1)
-			assert.Equal(t, jobstate.ExecAborted, execs[0].Status, "the execution ended as given back")
-			assert.Empty(t, h.started, "a job whose claim returned after the hard stop never started")
-
-			fin, err := env.eng.Get(ctx, first.Job.ID)
-			require.NoError(t, err)
-			assert.Equal(t, done, fin.State, "the handler that returned before the stop committed")
-		})
 	}
+	stops := []struct {
+		name string
+		// second ends the grace period once the first signal's grace
+		// timer is armed.
+		second func(w *worker.Worker, env storeEnv)
+		hard   bool
+	}{
+		{"hard", func(w *worker.Worker, _ storeEnv) { w.Stop() }, true},
+		{"grace-ended", func(_ *worker.Worker, env storeEnv) { env.clock.Advance(claimStopGrace) }, false},
+	}
+	for _, sc := range stores {
+		for _, st := range stops {
+			t.Run(sc.name+"/"+st.name, func(t *testing.T) { testStopWithClaimInFlight(t, sc.store, st.second, st.hard) })
+		}
+	}
+}
+
+// testStopWithClaimInFlight runs one case of TestStopWaitsForClaimInFlight
+// on the store made by store; second follows the first stop signal once
+// the claim is in flight. hard says whether it is a hard stop, which is
+// seen by the time Stop returns: the job claimed then is never started.
+func testStopWithClaimInFlight(t *testing.T, store func(*holdingStore) jobstate.Store, second func(*worker.Worker, storeEnv), hard bool) {
+	hs := newHoldingStore()
+	env := newStoreEnv(t, store(hs))
+	ctx := context.Background()
+	first, err := env.eng.Create(ctx, jobstate.NewJob{Machine: "task", Payload: []byte("first")})
+	require.NoError(t, err)
+	h := newBlocking()
+	w, err := worker.New(env.eng, quiet(worker.Handle("task", h, 1), worker.WithClock(env.clock), worker.WithGracePeriod(claimStopGrace))...)
+	require.NoError(t, err)
+	errc := runWorker(ctx, w)
+	tk := recv(t, h.started)
+	require.Equal(t, first.Job.ID, tk.Job().ID)
+
+	hs.armed.Store(true)
+	next, err := env.eng.Create(ctx, jobstate.NewJob{Machine: "task", Payload: []byte("next")})
+	require.NoError(t, err)
+	h.release <- struct{}{} // the first handler returns; its goroutine claims the next job
+	recv(t, hs.claimed)
+	j, err := env.eng.Get(ctx, next.Job.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, j.Leases, "the claim in flight leased the next job")
+
+	w.Stop()                                                     // the first signal
+	waitTimer(t, env.clock, env.clock.Now().Add(claimStopGrace)) // the grace period runs
+	second(w, env)
+	close(hs.release)
+	require.NoError(t, recv(t, errc))
+
+	j, err = env.eng.Get(ctx, next.Job.ID)
+	require.NoError(t, err)
+	assert.Equal(t, queued, j.State, "given back: ready again")
+	assert.Zero(t, j.Leases, "no lease left to lapse once Run has returned")
+	assert.Zero(t, j.RetryCount, "giving a lease back is no failure")
+	execs, err := env.eng.Executions(ctx, next.Job.ID)
+	require.NoError(t, err)
+	require.Len(t, execs, 1)
+	assert.Equal(t, jobstate.ExecAborted, execs[0].Status, "the execution ended as given back")
+	if hard {
+		assert.Empty(t, h.started, "a job whose claim returned after the hard stop never started")
+	}
+
+	fin, err := env.eng.Get(ctx, first.Job.ID)
+	require.NoError(t, err)
+	assert.Equal(t, done, fin.State, "the handler that returned before the stop committed")
 }
