@@ -54,6 +54,7 @@ func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstat
 				n := counts[k]
 				if n >= keys.limit {
 					// At its limit: its jobs are not offered.
+					tx.plans.rolledBack()
 					if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT jobstate_offer; RELEASE SAVEPOINT jobstate_offer"); err != nil {
 						return nil, s.fail(ctx, "claim: passing over a key", err)
 					}
@@ -71,6 +72,7 @@ func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstat
 			if !errors.Is(err, jobstate.ErrSkip) {
 				return nil, err
 			}
+			tx.plans.rolledBack()
 			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT jobstate_offer; RELEASE SAVEPOINT jobstate_offer"); err != nil {
 				return nil, s.fail(ctx, "claim: passing over a job", err)
 			}
@@ -196,7 +198,7 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 					return nil, err
 				}
 				j := new(jobstate.Job)
-				if err := s.stage(&snaps[i], &w, j, &many, writes); err != nil {
+				if err := s.stage(tx.plans, &snaps[i], &w, j, &many, writes); err != nil {
 					return nil, err
 				}
 				if live != nil {
@@ -208,7 +210,7 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 				break
 			}
 		}
-		if err := s.queueMulti(writes, &many); err != nil {
+		if err := s.queueMulti(writes, tx.plans, &many); err != nil {
 			return nil, err
 		}
 		return writes, nil

@@ -48,6 +48,13 @@ type connTx struct {
 	pending bool          // start not sent yet
 	queued  []string      // statements to send in front of the next round trip
 	ended   bool
+	// plans is what the transaction's statements did to the planner
+	// settings, shared by the savepoints of one transaction.
+	plans *plans
+	// user marks a nested transaction a user's function began: its
+	// statements restore the plans first. restores marks a savepoint of
+	// a caller's transaction: the plans are restored before its RELEASE.
+	user, restores bool
 }
 
 var _ ender = (*connTx)(nil)
@@ -63,23 +70,37 @@ func (s *Store) beginConn(ctx context.Context) (*connTx, error) {
 		return nil, err
 	}
 	return &connTx{q: bounded{q: c, conn: c.Conn, d: s.opts.RoundTripTimeout}, conn: c,
-		start: beginSQL, end: "COMMIT", abort: "ROLLBACK", pending: true}, nil
+		start: beginSQL, end: "COMMIT", abort: "ROLLBACK", pending: true, plans: &plans{}}, nil
 }
 
 // savepointOf returns a savepoint of q (a transaction), sent with its
-// first statements. The statements of a savepoint of the store's own
-// transactions are guarded by them; those of a caller's transaction are
-// guarded here, bounded by d.
+// first statements, for the store's own statements. The statements of a
+// savepoint of the store's own transactions are guarded by them (and
+// share their plans, sent without restoring them: storeSide); those of a
+// caller's transaction are guarded here, bounded by d, and restore the
+// plans before the savepoint's RELEASE.
 func savepointOf(q pgx.Tx, d time.Duration) *connTx {
 	name := "pgstore_sp" + strconv.FormatUint(spSeq.Add(1), 10)
-	var sq querier = q
-	switch q.(type) {
-	case *connTx, *lazyTx, detachedTx:
-	default:
-		sq = bounded{q: q, conn: q.Conn, d: d}
-	}
-	return &connTx{q: sq, tx: q, start: "SAVEPOINT " + name, end: "RELEASE SAVEPOINT " + name,
+	t := &connTx{tx: q, start: "SAVEPOINT " + name, end: "RELEASE SAVEPOINT " + name,
 		abort: "ROLLBACK TO SAVEPOINT " + name + "; RELEASE SAVEPOINT " + name, pending: true}
+	switch q := q.(type) {
+	case *connTx:
+		t.plans = q.plans
+		t.q = storeSide{t: q, p: q.plans}
+	case *lazyTx:
+		t.plans = q.inner.plans
+		t.q = storeSide{t: q, p: q.inner.plans}
+	case detachedTx:
+		t.plans = &plans{}
+		if c, ok := q.tx.(*connTx); ok {
+			t.plans = c.plans
+		}
+		t.q = storeSide{t: q, p: t.plans}
+	default:
+		t.q = bounded{q: q, conn: q.Conn, d: d}
+		t.plans, t.restores = &plans{}, true
+	}
+	return t
 }
 
 func (t *connTx) live() error {
@@ -93,6 +114,22 @@ func (t *connTx) live() error {
 // savepoints a function takes, ends or rolls back travel with the
 // statement that follows them (or with the COMMIT).
 func (t *connTx) queue(sql ...string) { t.queued = append(t.queued, sql...) }
+
+// restoreFirst queues restorePlans in front of the next statement when
+// the plans may be pinned (plans.restore).
+func (t *connTx) restoreFirst() {
+	if r := t.plans.restore(); r != "" {
+		t.queue(r)
+	}
+}
+
+// userFirst restores the plans in front of a statement of a nested
+// transaction a user's function began (user).
+func (t *connTx) userFirst() {
+	if t.user {
+		t.restoreFirst()
+	}
+}
 
 // takeQueued returns the queued statements and forgets them.
 func (t *connTx) takeQueued() []string {
@@ -138,6 +175,7 @@ func (t *connTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if err := t.live(); err != nil {
 		return errBatch{err}
 	}
+	t.userFirst()
 	if !t.hasPrefix() {
 		return t.q.SendBatch(ctx, b)
 	}
@@ -197,6 +235,12 @@ func (t *connTx) commitWith(ctx context.Context, b *pgx.Batch) (phase, error) {
 	if b == nil {
 		b = &pgx.Batch{}
 	}
+	if t.restores {
+		// A caller's transaction gets its own settings back.
+		if r := t.plans.restore(); r != "" {
+			b.Queue(r)
+		}
+	}
 	reached := false
 	queueCommit(b, t.end, &reached)
 	err := t.SendBatch(ctx, b).Close()
@@ -255,6 +299,9 @@ func (t *connTx) Rollback(context.Context) error {
 	if t.pending {
 		return nil
 	}
+	if t.tx != nil {
+		t.plans.rolledBack()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	_, err := t.q.Exec(ctx, t.abort)
@@ -267,11 +314,19 @@ func (t *connTx) Begin(context.Context) (pgx.Tx, error) {
 	if err := t.live(); err != nil {
 		return nil, err
 	}
-	return savepointOf(t, 0), nil
+	sp := savepointOf(t, 0)
+	if t.user {
+		sp.q, sp.user = t, true
+	}
+	return sp, nil
 }
 
 // CopyFrom runs COPY FROM in the transaction.
 func (t *connTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	if t.ended {
+		return 0, pgx.ErrTxClosed
+	}
+	t.userFirst()
 	if err := t.sendPrefix(ctx); err != nil {
 		return 0, err
 	}
@@ -310,6 +365,7 @@ func (t *connTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	if err := t.live(); err != nil {
 		return pgconn.CommandTag{}, err
 	}
+	t.userFirst()
 	switch {
 	case !t.hasPrefix():
 		return t.q.Exec(ctx, sql, args...)
@@ -336,6 +392,7 @@ func (t *connTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	if err := t.live(); err != nil {
 		return nil, err
 	}
+	t.userFirst()
 	if !t.hasPrefix() || withOptions(args) {
 		if err := t.sendPrefix(ctx); err != nil {
 			return nil, err
@@ -357,6 +414,7 @@ func (t *connTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	if err := t.live(); err != nil {
 		return errRow{err}
 	}
+	t.userFirst()
 	if !t.hasPrefix() || withOptions(args) {
 		if err := t.sendPrefix(ctx); err != nil {
 			return errRow{err}

@@ -89,7 +89,7 @@ func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Cont
 				return nil, s.fail(ctx, "create batch", err)
 			}
 		}
-		s.queueHeads(b, heads, false)
+		s.queueHeads(b, tx.plans, heads, false)
 		if !s.opts.NoNotify {
 			for m := range ready {
 				b.Queue(s.sql.notify, s.sql.channel, notifyPayload(m))

@@ -81,7 +81,7 @@ func MultiUpdateSQL(s *Store, curs []jobstate.Job, ws []jobstate.Write) ([]strin
 		}
 	}
 	b := &pgx.Batch{}
-	if err := s.queueMulti(b, &m); err != nil {
+	if err := s.queueMulti(b, nil, &m); err != nil {
 		panic(err)
 	}
 	var sqls []string

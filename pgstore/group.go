@@ -539,7 +539,7 @@ func (grp *group) runMember(i int) {
 	}
 	staged := grp.many.len()
 	b := &pgx.Batch{}
-	if err := s.stage(snap, &r.w, &grp.out[i], many, b); err != nil {
+	if err := s.stage(grp.tx.plans, snap, &r.w, &grp.out[i], many, b); err != nil {
 		grp.undo(i, queued)
 		grp.errs[i] = err
 		return
@@ -615,6 +615,7 @@ func (grp *group) undo(i int, queued []stmt) {
 		return
 	}
 	name := grp.spName(i)
+	grp.tx.plans.rolledBack()
 	grp.pending = append(grp.pending, segment{member: -1, stmts: []stmt{
 		{sql: "ROLLBACK TO SAVEPOINT " + name}, {sql: "RELEASE SAVEPOINT " + name},
 	}})
@@ -730,6 +731,7 @@ func (grp *group) sendBatch(b *pgx.Batch, final bool) error {
 func (grp *group) rollbackTo(name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), grp.s.opts.CommitTimeout)
 	defer cancel()
+	grp.tx.plans.rolledBack()
 	if _, err := grp.tx.q.Exec(ctx, "ROLLBACK TO SAVEPOINT "+name+"; RELEASE SAVEPOINT "+name); err != nil {
 		return grp.breakWith(err, inTransaction)
 	}
@@ -783,7 +785,7 @@ func (grp *group) sendMany() error {
 	if grp.sp {
 		b.Queue("SAVEPOINT pgstore_w")
 	}
-	if err := s.queueMulti(b, &grp.many); err != nil {
+	if err := s.queueMulti(b, grp.tx.plans, &grp.many); err != nil {
 		return grp.breakWith(err, inTransaction)
 	}
 	if grp.sp {
@@ -806,6 +808,7 @@ func (grp *group) sendMany() error {
 		return grp.breakWith(err, commitPhase(err, reached))
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), s.opts.CommitTimeout)
+	grp.tx.plans.rolledBack()
 	_, rerr := grp.tx.q.Exec(ctx, "ROLLBACK TO SAVEPOINT pgstore_w; RELEASE SAVEPOINT pgstore_w")
 	cancel()
 	if rerr != nil {
@@ -814,7 +817,7 @@ func (grp *group) sendMany() error {
 	for _, f := range grp.fast {
 		i := f.member
 		b := &pgx.Batch{}
-		if err := s.queueWrite(b, f.cur, grp.snaps[i].Executions, &f.w, &grp.out[i]); err != nil {
+		if err := s.queueWrite(b, grp.tx.plans, f.cur, grp.snaps[i].Executions, &f.w, &grp.out[i]); err != nil {
 			return grp.breakWith(err, inTransaction)
 		}
 		seg := segment{member: i, stmts: []stmt{{sql: "SAVEPOINT " + grp.spName(i)}}}

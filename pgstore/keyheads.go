@@ -71,8 +71,9 @@ func touchedHeads(cur, next *jobstate.Job) []headKey {
 // queueHeads queues on b the recomputation of the heads of the triples
 // in heads (nothing when it is empty): the keys' locks, waiting for each
 // in sorted order, then the statement that sets each triple's row. When
-// pinned is false, the two are wrapped in pinPlans and restorePlans.
-func (s *Store) queueHeads(b *pgx.Batch, heads []headKey, pinned bool) {
+// pinned is false (the batch has not pinned its plans), the two are
+// planned after pinPlans as p tells (plans.pin, plans.unpin).
+func (s *Store) queueHeads(b *pgx.Batch, p *plans, heads []headKey, pinned bool) {
 	if len(heads) == 0 {
 		return
 	}
@@ -97,14 +98,13 @@ func (s *Store) queueHeads(b *pgx.Batch, heads []headKey, pinned bool) {
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
+	pin := false
 	if !pinned {
-		b.Queue(pinPlans)
+		pin = p.pin(b)
 	}
 	b.Queue(s.sql.keyWait, names)
 	b.Queue(s.sql.heads, machines, keys, prios)
-	if !pinned {
-		b.Queue(restorePlans)
-	}
+	p.unpin(b, pin)
 }
 
 // headColumns are key_heads' columns after the triple, as jobs names

@@ -68,11 +68,12 @@ func (s *Store) gateKeys(ctx context.Context, q querier, machine string, keys []
 	}
 	b := &pgx.Batch{}
 	b.Queue(s.sql.keyWait, names)
-	b.Queue(pinPlans)
+	p := plansOf(q)
+	pinned := p.pin(b)
 	b.Queue(s.sql.keyLive, machine, keys)
-	b.Queue(restorePlans)
+	restored := p.unpin(b, pinned)
 	br := q.SendBatch(ctx, b)
-	live, err := readGate(br, len(keys))
+	live, err := readGate(br, len(keys), pinned, restored)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -80,12 +81,13 @@ func (s *Store) gateKeys(ctx context.Context, q querier, machine string, keys []
 }
 
 // readGate reads the answers of gateKeys' batch (of n keys): the live
-// executions of each key holding any.
-func readGate(br pgx.BatchResults, n int) (map[string]int, error) {
+// executions of each key holding any. pinned and restored tell whether
+// pinPlans and restorePlans were queued.
+func readGate(br pgx.BatchResults, n int, pinned, restored bool) (map[string]int, error) {
 	if _, err := br.Exec(); err != nil { // the locks
 		return nil, err
 	}
-	if _, err := br.Exec(); err != nil { // pinPlans
+	if err := skipPlan(br, pinned); err != nil {
 		return nil, err
 	}
 	rows, err := br.Query()
@@ -106,7 +108,7 @@ func readGate(br pgx.BatchResults, n int) (map[string]int, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if _, err := br.Exec(); err != nil { // restorePlans
+	if err := skipPlan(br, restored); err != nil {
 		return nil, err
 	}
 	return live, nil

@@ -34,12 +34,14 @@ func (s *Store) List(ctx context.Context, q jobstate.ListQuery) ([]jobstate.Job,
 	// table filled since it was last analyzed is not read whole for each
 	// page. The batch is one implicit transaction (or runs in the
 	// caller's), which the transaction-local settings last.
+	on := s.q(ctx)
+	p := plansOf(on)
 	b := &pgx.Batch{}
-	b.Queue(pinPlans)
+	pinned := p.pin(b)
 	b.Queue(sql, args...)
-	b.Queue(restorePlans)
-	br := s.q(ctx).SendBatch(ctx, b)
-	out, err := readList(br)
+	restored := p.unpin(b, pinned)
+	br := on.SendBatch(ctx, b)
+	out, err := readList(br, pinned, restored)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -50,8 +52,9 @@ func (s *Store) List(ctx context.Context, q jobstate.ListQuery) ([]jobstate.Job,
 }
 
 // readList reads the answers of List's batch: the jobs of the page.
-func readList(br pgx.BatchResults) ([]jobstate.Job, error) {
-	if _, err := br.Exec(); err != nil { // pinPlans
+// pinned and restored tell whether pinPlans and restorePlans were queued.
+func readList(br pgx.BatchResults, pinned, restored bool) ([]jobstate.Job, error) {
+	if err := skipPlan(br, pinned); err != nil {
 		return nil, err
 	}
 	rows, err := br.Query()
@@ -62,7 +65,7 @@ func readList(br pgx.BatchResults) ([]jobstate.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := br.Exec(); err != nil { // restorePlans
+	if err := skipPlan(br, restored); err != nil {
 		return nil, err
 	}
 	return out, nil

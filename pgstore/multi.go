@@ -227,7 +227,7 @@ func (m *multiWrite) add(cur *jobstate.Job, known []jobstate.Execution, w *jobst
 func (m *multiWrite) len() int { return len(m.jobs) }
 
 // queue queues the statements of every write added on b.
-func (s *Store) queueMulti(b *pgx.Batch, m *multiWrite) error {
+func (s *Store) queueMulti(b *pgx.Batch, p *plans, m *multiWrite) error {
 	if m.len() == 0 {
 		return nil
 	}
@@ -240,7 +240,7 @@ func (s *Store) queueMulti(b *pgx.Batch, m *multiWrite) error {
 	// known here, as the server stores them (asStored), so that none is
 	// sent back and decoded.
 	outs, written := m.outs, m.written
-	b.Queue(pinPlans)
+	pinned := p.pin(b)
 	b.Queue(s.sql.updateMany, append(cols, int64(m.len()))...).QueryRow(func(row pgx.Row) error {
 		var ok int64
 		if err := row.Scan(&ok); err != nil {
@@ -279,8 +279,8 @@ func (s *Store) queueMulti(b *pgx.Batch, m *multiWrite) error {
 		}
 		b.Queue(s.sql.insertEffects, cols...)
 	}
-	s.queueHeads(b, m.heads, true)
-	b.Queue(restorePlans)
+	s.queueHeads(b, p, m.heads, true)
+	p.unpin(b, pinned)
 	if !s.opts.NoNotify {
 		for machine := range m.ready {
 			b.Queue(s.sql.notify, s.sql.channel, notifyPayload(machine))

@@ -124,7 +124,9 @@ var ErrTxOwned = errors.New("pgstore: the store's transaction is ended by the st
 // go to the server in front of the next statement that runs through the
 // transaction, in its round trip, so an effect that writes nothing costs
 // nothing; ending a savepoint (RELEASE, or ROLLBACK TO) likewise travels
-// with the next statement, or with the COMMIT.
+// with the next statement, or with the COMMIT. The planner settings the
+// store pinned are restored in the same way, in front of the first
+// statement sent through it while they are pinned (plans.go).
 type lazyTx struct {
 	inner *connTx
 	stack []savepoint
@@ -153,14 +155,16 @@ var _ pgx.Tx = (*lazyTx)(nil)
 
 func newLazyTx(inner *connTx) *lazyTx { return &lazyTx{inner: inner} }
 
-// flush queues the savepoints noted but not sent yet, to go with the
-// statement that follows.
+// flush queues the restoring of the plans (when they may be pinned) and
+// the savepoints noted but not sent yet, to go with the statement that
+// follows.
 func (l *lazyTx) flush(ctx context.Context) error {
 	if l.before != nil {
 		if err := l.before(ctx); err != nil {
 			return err
 		}
 	}
+	l.inner.restoreFirst()
 	l.queueSavepoints()
 	return nil
 }
@@ -195,6 +199,7 @@ func (l *lazyTx) Savepoint(context.Context) (func(keep bool) error, error) {
 		// it, so it goes first whatever comes next.
 		if !keep {
 			l.inner.queue("ROLLBACK TO SAVEPOINT " + name)
+			l.inner.plans.rolledBack()
 		}
 		l.inner.queue("RELEASE SAVEPOINT " + name)
 		return nil
@@ -214,8 +219,16 @@ func (l *lazyTx) Begin(ctx context.Context) (pgx.Tx, error) {
 		l.nested()
 	}
 	tx, err := l.inner.Begin(ctx)
-	if err != nil || !l.detach {
-		return tx, err
+	if err != nil {
+		return nil, err
+	}
+	if sp, ok := tx.(*connTx); ok {
+		// The user's statements restore the plans a nested store call
+		// may have pinned meanwhile.
+		sp.user = true
+	}
+	if !l.detach {
+		return tx, nil
 	}
 	return detachedTx{tx}, nil
 }
@@ -289,6 +302,7 @@ func (l *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 		return pgconn.CommandTag{}, err
 	}
 	if l.exec != nil && !withOptions(args) {
+		l.inner.restoreFirst()
 		l.queueSavepoints()
 		return l.exec(ctx, sql, args)
 	}

@@ -31,13 +31,13 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 			lockKey := fmt.Sprintf("jobstate.key:%d:%s:%d:%s:%s", len(s.schema), s.schema, len(machine), machine, key)
 			b := &pgx.Batch{}
 			b.Queue(s.sql.keyLock, lockKey)
-			b.Queue(pinPlans)
+			pinned := tx.plans.pin(b)
 			b.Queue(s.sql.holder, machine, key)
-			b.Queue(restorePlans)
+			restored := tx.plans.unpin(b, pinned)
 			br := tx.SendBatch(ctx, b)
 			_, err := br.Exec()
 			if err == nil {
-				_, err = br.Exec()
+				err = skipPlan(br, pinned)
 			}
 			var jobs []jobstate.Job
 			if err == nil {
@@ -47,7 +47,7 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 				}
 			}
 			if err == nil {
-				_, err = br.Exec()
+				err = skipPlan(br, restored)
 			}
 			if cerr := br.Close(); err == nil {
 				err = cerr
@@ -75,7 +75,7 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 			return nil, err
 		}
 		b := &pgx.Batch{}
-		if err := s.queueWrite(b, nil, nil, &w, &out); err != nil {
+		if err := s.queueWrite(b, tx.plans, nil, nil, &w, &out); err != nil {
 			return nil, err
 		}
 		if key != "" {
@@ -142,7 +142,7 @@ func (s *Store) updateAlone(ctx context.Context, id uuid.UUID, fn jobstate.Updat
 // reads of their executions and effects, later statements of the same
 // batch, which therefore run once the locks are granted and see what the
 // previous holders committed. The three are planned without regard to
-// statistics (pinPlans, restorePlans).
+// statistics (pinPlans).
 type snapshotQuery struct {
 	prefix         string // a statement sent first ("": none)
 	lock           string
@@ -159,13 +159,14 @@ func (s *Store) loadSnapshots(ctx context.Context, q querier, sq snapshotQuery) 
 	if sq.prefix != "" {
 		b.Queue(sq.prefix)
 	}
-	b.Queue(pinPlans)
+	p := plansOf(q)
+	pinned := p.pin(b)
 	b.Queue(sq.lock, sq.lockArgs...)
 	b.Queue(sq.execs, sq.readArgs...)
 	b.Queue(sq.effects, sq.readArgs...)
-	b.Queue(restorePlans)
+	restored := p.unpin(b, pinned)
 	br := q.SendBatch(ctx, b)
-	snaps, err := readSnapshots(br, sq.prefix != "")
+	snaps, err := readSnapshots(br, sq.prefix != "", pinned, restored)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -175,14 +176,16 @@ func (s *Store) loadSnapshots(ctx context.Context, q querier, sq snapshotQuery) 
 	return snaps, nil
 }
 
-// readSnapshots reads the answers of loadSnapshots' batch.
-func readSnapshots(br pgx.BatchResults, prefix bool) ([]jobstate.Snapshot, error) {
+// readSnapshots reads the answers of loadSnapshots' batch: prefix,
+// pinned and restored tell whether its prefix, pinPlans and restorePlans
+// were queued.
+func readSnapshots(br pgx.BatchResults, prefix, pinned, restored bool) ([]jobstate.Snapshot, error) {
 	if prefix {
 		if _, err := br.Exec(); err != nil {
 			return nil, err
 		}
 	}
-	if _, err := br.Exec(); err != nil { // pinPlans
+	if err := skipPlan(br, pinned); err != nil {
 		return nil, err
 	}
 	rows, err := br.Query()
@@ -229,7 +232,7 @@ func readSnapshots(br pgx.BatchResults, prefix bool) ([]jobstate.Snapshot, error
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if _, err := br.Exec(); err != nil { // restorePlans
+	if err := skipPlan(br, restored); err != nil {
 		return nil, err
 	}
 	return snaps, nil
@@ -250,7 +253,7 @@ func (s *Store) callFn(ctx context.Context, tx *connTx, snap *jobstate.Snapshot,
 		return nil, err
 	}
 	b := &pgx.Batch{}
-	if err := s.stage(snap, &w, out, nil, b); err != nil {
+	if err := s.stage(tx.plans, snap, &w, out, nil, b); err != nil {
 		return nil, err
 	}
 	if b.Len() == 0 {
@@ -262,9 +265,10 @@ func (s *Store) callFn(ctx context.Context, tx *connTx, snap *jobstate.Snapshot,
 // stage checks w, the write a function returned over snap, against the
 // Store contract (jobstate.CheckWrite) and stages it: in many, when many
 // is not nil and w can go with the others, else as statements queued on
-// b. *out gets the job as written once they have run; a write that
-// changes nothing stages nothing, and *out is the current job.
-func (s *Store) stage(snap *jobstate.Snapshot, w *jobstate.Write, out *jobstate.Job, many *multiWrite, b *pgx.Batch) error {
+// b, its plans pinned as p tells (queueWrite). *out gets the job as
+// written once they have run; a write that changes nothing stages
+// nothing, and *out is the current job.
+func (s *Store) stage(p *plans, snap *jobstate.Snapshot, w *jobstate.Write, out *jobstate.Job, many *multiWrite, b *pgx.Batch) error {
 	cur := &snap.Job
 	if w.Job.ID == cur.ID && w.Job.Version == cur.Version && len(w.Transitions) == 0 && len(w.Executions) == 0 && len(w.Effects) == 0 {
 		*out = *cur
@@ -279,7 +283,7 @@ func (s *Store) stage(snap *jobstate.Snapshot, w *jobstate.Write, out *jobstate.
 			return err
 		}
 	}
-	return s.queueWrite(b, cur, snap.Executions, w, out)
+	return s.queueWrite(b, p, cur, snap.Executions, w, out)
 }
 
 // queueWrite queues the statements of w on b: the job (inserted when cur
@@ -288,14 +292,17 @@ func (s *Store) stage(snap *jobstate.Snapshot, w *jobstate.Write, out *jobstate.
 // them) and effects, the recomputation of the heads of its concurrency
 // key when it changes them (queueHeads), and the notification of a job
 // left ready. The job as written is scanned into *out when the batch runs. An update's
-// statements are planned without regard to statistics (pinPlans).
-func (s *Store) queueWrite(b *pgx.Batch, cur *jobstate.Job, known []jobstate.Execution, w *jobstate.Write, out *jobstate.Job) error {
+// statements are planned without regard to statistics: pinPlans is queued
+// in front of them unless p, the plans of the transaction b is sent in,
+// are pinned already (plans.pin).
+func (s *Store) queueWrite(b *pgx.Batch, p *plans, cur *jobstate.Job, known []jobstate.Execution, w *jobstate.Write, out *jobstate.Job) error {
 	args, err := jobArgs(&w.Job)
 	if err != nil {
 		return err
 	}
 	id := w.Job.ID
 	payload, result := w.Job.Payload, w.Job.Result
+	pinned := false
 	scan := func(row pgx.Row) error {
 		var r jobRow
 		if err := row.Scan(r.dest()...); err != nil {
@@ -321,7 +328,7 @@ func (s *Store) queueWrite(b *pgx.Batch, cur *jobstate.Job, known []jobstate.Exe
 		// the job was updated at the version read); the job as written
 		// is known here, as the server stores it.
 		written := asStored(w.Job)
-		b.Queue(pinPlans)
+		pinned = p.pin(b)
 		b.Queue(s.sql.updateJob, append(args, cur.Version, newPayload, newResult)...).QueryRow(func(row pgx.Row) error {
 			var updated int64
 			if err := row.Scan(&updated); err != nil {
@@ -346,10 +353,8 @@ func (s *Store) queueWrite(b *pgx.Batch, cur *jobstate.Job, known []jobstate.Exe
 	for i := range w.Effects {
 		b.Queue(s.sql.insertEffect, effectArgs(id, &w.Effects[i])...)
 	}
-	s.queueHeads(b, touchedHeads(cur, &w.Job), cur != nil)
-	if cur != nil {
-		b.Queue(restorePlans)
-	}
+	s.queueHeads(b, p, touchedHeads(cur, &w.Job), cur != nil)
+	p.unpin(b, pinned)
 	if !s.opts.NoNotify && becameReady(cur, &w.Job) {
 		b.Queue(s.sql.notify, s.sql.channel, notifyPayload(w.Job.Machine))
 	}
