@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,16 +48,9 @@ func (s *holdingStore) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn 
 type batchHoldingStore struct{ *holdingStore }
 
 func (s batchHoldingStore) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn jobstate.UpdateFunc) ([]jobstate.Job, error) {
-	var out []jobstate.Job
-	for len(out) < n {
-		j, err := s.Store.ClaimNext(ctx, q, fn)
-		if errors.Is(err, jobstate.ErrNoJob) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
+	out, err := claimOneByOne(ctx, s.Store, q, n, fn)
+	if err != nil {
+		return nil, err
 	}
 	s.hold()
 	return out, nil

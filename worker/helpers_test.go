@@ -90,9 +90,15 @@ func (s *batchStore) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n in
 	s.mu.Lock()
 	s.sizes = append(s.sizes, n)
 	s.mu.Unlock()
+	return claimOneByOne(ctx, s.Store, q, n, fn)
+}
+
+// claimOneByOne claims up to n jobs from store by ClaimNext calls, as a
+// BatchClaimer's ClaimBatch does.
+func claimOneByOne(ctx context.Context, store jobstate.Store, q jobstate.ClaimQuery, n int, fn jobstate.UpdateFunc) ([]jobstate.Job, error) {
 	var out []jobstate.Job
 	for len(out) < n {
-		j, err := s.Store.ClaimNext(ctx, q, fn)
+		j, err := store.ClaimNext(ctx, q, fn)
 		if errors.Is(err, jobstate.ErrNoJob) {
 			break
 		}
