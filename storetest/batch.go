@@ -29,30 +29,30 @@ func RunBatch(t *testing.T, newStore NewStore) {
 func testBatchOrder(t *testing.T, newStore NewStore) {
 	f := newFixture(t, newStore, nil, m.TransferSpec())
 	var want []uuid.UUID
-	low := f.create("transfer", jobstate.NewJob{})
-	f.clock.Advance(time.Second)
-	high := f.create("transfer", jobstate.NewJob{Priority: 3})
-	later := f.create("transfer", jobstate.NewJob{NotBefore: f.clock.Now().Add(time.Hour)})
-	other := f.create("transfer", jobstate.NewJob{})
+	low := f.Create("transfer", jobstate.NewJob{})
+	f.Clock.Advance(time.Second)
+	high := f.Create("transfer", jobstate.NewJob{Priority: 3})
+	later := f.Create("transfer", jobstate.NewJob{NotBefore: f.Clock.Now().Add(time.Hour)})
+	other := f.Create("transfer", jobstate.NewJob{})
 	want = append(want, high.ID, low.ID)
-	got, err := f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 2)
+	got, err := f.Eng.ClaimMany(f.Ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 2)
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	for i, c := range got {
 		assert.Equal(t, want[i], c.Job.ID, "claim order")
 		assert.Equal(t, m.TClaimed, c.Job.State)
-		assert.Equal(t, c.Job, f.get(c.Job.ID), "the job returned is the job written")
-		_, err := f.eng.Heartbeat(f.ctx, c.Lease)
+		assert.Equal(t, c.Job, f.Get(c.Job.ID), "the job returned is the job written")
+		_, err := f.Eng.Heartbeat(f.Ctx, c.Lease)
 		assert.NoError(t, err, "each claim has its own live lease")
 	}
-	got, err = f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 10)
+	got, err = f.Eng.ClaimMany(f.Ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 10)
 	require.NoError(t, err)
 	require.Len(t, got, 1, "fewer than asked when fewer are due")
 	assert.Equal(t, other.ID, got[0].Job.ID)
-	_, err = f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 10)
+	_, err = f.Eng.ClaimMany(f.Ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 10)
 	assert.ErrorIs(t, err, jobstate.ErrNoJob)
-	assert.Equal(t, m.TQueued, f.get(later.ID).State, "a job not yet due is not taken")
-	_, err = f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 0)
+	assert.Equal(t, m.TQueued, f.Get(later.ID).State, "a job not yet due is not taken")
+	_, err = f.Eng.ClaimMany(f.Ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 0)
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 }
 
@@ -129,7 +129,7 @@ func testBatchConcurrent(t *testing.T, newStore NewStore) {
 	f := newFixture(t, newStore, nil, m.TransferSpec())
 	const n = 400
 	for i := 0; i < n; i++ {
-		f.create("transfer", jobstate.NewJob{})
+		f.Create("transfer", jobstate.NewJob{})
 	}
 	var mu sync.Mutex
 	seen := make(map[uuid.UUID]int)
@@ -139,7 +139,7 @@ func testBatchConcurrent(t *testing.T, newStore NewStore) {
 		go func() {
 			defer wg.Done()
 			for {
-				got, err := f.eng.ClaimMany(context.Background(), jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 7)
+				got, err := f.Eng.ClaimMany(context.Background(), jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 7)
 				if errors.Is(err, jobstate.ErrNoJob) {
 					return
 				}

@@ -17,6 +17,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/enginesuite"
 	m "github.com/jobstate/jobstate/internal/machines"
 )
 
@@ -38,7 +39,7 @@ func RunCreateBatch(t *testing.T, newStore NewStore) {
 // bulkSpec is the transfer machine with a creation guard that refuses
 // the payload "bad" and a creation effect that fails on "boom" and counts
 // its runs.
-func bulkSpec(effects *counter) jobstate.Spec {
+func bulkSpec(effects *enginesuite.Counter) jobstate.Spec {
 	spec := m.TransferSpec()
 	spec.Create = jobstate.CreateSpec{
 		Guard: func(_ context.Context, in jobstate.GuardInput) error {
@@ -51,7 +52,7 @@ func bulkSpec(effects *counter) jobstate.Spec {
 			if string(j.Payload) == "boom" {
 				return errBoom
 			}
-			return effects.effect(ctx, j)
+			return effects.Effect(ctx, j)
 		},
 	}
 	return spec
@@ -112,7 +113,7 @@ func existing(t tb, s jobstate.Store, ids []uuid.UUID) map[uuid.UUID]bool {
 }
 
 func testCreateManyOrder(t *testing.T, newStore NewStore) {
-	var fx counter
+	var fx enginesuite.Counter
 	var ids idSource
 	var told []jobstate.Transition
 	var mu sync.Mutex
@@ -128,13 +129,13 @@ func testCreateManyOrder(t *testing.T, newStore NewStore) {
 		{Machine: "transfer", Payload: []byte("p2"), Priority: 5, Owner: "alice"},
 		{Machine: "transfer", Payload: []byte("p3"), NotBefore: Epoch.Add(time.Hour)},
 	}
-	got, err := f.eng.CreateMany(f.ctx, jobs)
+	got, err := f.Eng.CreateMany(f.Ctx, jobs)
 	require.NoError(t, err)
 	require.Len(t, got, 3)
 	copy(payload, "XX") // the caller reuses its buffer
 	for i, j := range got {
 		assert.Equal(t, ids.drawn()[i], j.ID, "jobs in order")
-		st := f.snapshot(j.ID)
+		st := f.Snapshot(j.ID)
 		assert.Equal(t, j, st.Job, "the job returned is the job stored")
 		assert.Equal(t, m.TQueued, j.State)
 		assert.Equal(t, int64(1), j.Version)
@@ -145,18 +146,18 @@ func testCreateManyOrder(t *testing.T, newStore NewStore) {
 		assert.Equal(t, jobs[i].Actor, st.History[0].Actor)
 		assert.Equal(t, jobs[i].Reason, st.History[0].Reason)
 	}
-	assert.Equal(t, []byte("p1"), f.get(got[0].ID).Payload, "the engine keeps its own copy of the payload")
-	assert.Equal(t, int64(3), fx.get(), "one creation effect per job")
+	assert.Equal(t, []byte("p1"), f.Get(got[0].ID).Payload, "the engine keeps its own copy of the payload")
+	assert.Equal(t, int64(3), fx.Get(), "one creation effect per job")
 	assert.Len(t, told, 3, "observers told of each creation")
 
 	// Claimable in claim order, the job not yet due left alone.
-	claimed, err := f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 10)
+	claimed, err := f.Eng.ClaimMany(f.Ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 10)
 	require.NoError(t, err)
 	require.Len(t, claimed, 2)
 	assert.Equal(t, got[1].ID, claimed[0].Job.ID)
 	assert.Equal(t, got[0].ID, claimed[1].Job.ID)
 
-	none, err := f.eng.CreateMany(f.ctx, nil)
+	none, err := f.Eng.CreateMany(f.Ctx, nil)
 	assert.NoError(t, err)
 	assert.Empty(t, none)
 }
@@ -164,7 +165,7 @@ func testCreateManyOrder(t *testing.T, newStore NewStore) {
 // testCreateManyRefused: a job CreateMany refuses fails the whole call
 // before the store is called: nothing is created and no effect runs.
 func testCreateManyRefused(t *testing.T, newStore NewStore) {
-	var fx counter
+	var fx enginesuite.Counter
 	var ids idSource
 	f := newFixture(t, newStore, []jobstate.Option{jobstate.WithIDs(ids.gen)}, bulkSpec(&fx))
 	ok := jobstate.NewJob{Machine: "transfer"}
@@ -178,12 +179,12 @@ func testCreateManyRefused(t *testing.T, newStore NewStore) {
 		{"time out of range", jobstate.NewJob{Machine: "transfer", NotBefore: time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC)}, jobstate.ErrInvalidArgument},
 		{"unknown machine", jobstate.NewJob{Machine: "nope"}, jobstate.ErrUnknownMachine},
 	} {
-		_, err := f.eng.CreateMany(f.ctx, []jobstate.NewJob{ok, ok, tc.bad, ok})
+		_, err := f.Eng.CreateMany(f.Ctx, []jobstate.NewJob{ok, ok, tc.bad, ok})
 		assert.ErrorIs(t, err, tc.want, tc.name)
 		assert.Contains(t, fmt.Sprint(err), "job 2", "%s: the error names the job", tc.name)
 	}
 	assert.Empty(t, ids.drawn(), "no job was built")
-	assert.Zero(t, fx.get(), "no effect ran")
+	assert.Zero(t, fx.Get(), "no effect ran")
 }
 
 // testCreateManyStops: a refusal or an effect error during the batch is
@@ -197,7 +198,7 @@ func testCreateManyStops(t *testing.T, newStore NewStore) {
 		{"bad", jobstate.ErrGuardRefused},
 		{"boom", errBoom},
 	} {
-		var fx counter
+		var fx enginesuite.Counter
 		var ids idSource
 		f := newFixture(t, newStore, []jobstate.Option{jobstate.WithIDs(ids.gen)}, bulkSpec(&fx))
 		jobs := []jobstate.NewJob{
@@ -206,9 +207,9 @@ func testCreateManyStops(t *testing.T, newStore NewStore) {
 			{Machine: "transfer", Payload: []byte(tc.payload)},
 			{Machine: "transfer", Payload: []byte("d")},
 		}
-		got, err := f.eng.CreateMany(f.ctx, jobs)
+		got, err := f.Eng.CreateMany(f.Ctx, jobs)
 		require.ErrorIs(t, err, tc.want)
-		checkReturnedAreCreated(t, f.store, ids.drawn(), got)
+		checkReturnedAreCreated(t, f.Store, ids.drawn(), got)
 		assert.Len(t, ids.drawn(), 3, "%s: the batch stopped at the third job", tc.payload)
 		if len(got) > 0 {
 			require.Len(t, got, 2, "%s: a store without transactions keeps the jobs before the error", tc.payload)
@@ -316,7 +317,7 @@ func testCreateBatchDirect(t *testing.T, newStore NewStore) {
 // batch), the jobs returned are exactly the jobs created, each stored as
 // returned, and a batch without error creates every job.
 func propCreateMany(rt *rapid.T, t *testing.T, newStore NewStore) {
-	var fx counter
+	var fx enginesuite.Counter
 	ids := &idSource{}
 	store := newStore(t)
 	def, err := jobstate.NewDefinition(bulkSpec(&fx))

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/enginesuite"
 	m "github.com/jobstate/jobstate/internal/machines"
 )
 
@@ -68,30 +69,30 @@ func testSucceedRuleEffectFails(t *testing.T, newStore NewStore) {
 		return nil
 	})
 	f := newFixture(t, newStore, nil, spec)
-	j := f.create("queue", jobstate.NewJob{})
-	f.fire(j.ID, m.Submit, "u")
-	c := f.claim("queue", "w")
-	var commits counter
-	in := jobstate.CommitInput{Result: []byte("out"), Effect: commits.effect}
+	j := f.Create("queue", jobstate.NewJob{})
+	f.Fire(j.ID, m.Submit, "u")
+	c := f.Claim("queue", "w")
+	var commits enginesuite.Counter
+	in := jobstate.CommitInput{Result: []byte("out"), Effect: commits.Effect}
 
-	got, err := f.eng.Succeed(f.ctx, c.Lease, in)
+	got, err := f.Eng.Succeed(f.Ctx, c.Lease, in)
 	require.ErrorIs(t, err, jobstate.ErrIncomplete)
 	var inc *jobstate.IncompleteError
 	require.ErrorAs(t, err, &inc)
 	assert.Equal(t, jobstate.EventSucceed, inc.Failed.Event)
-	assert.Equal(t, int64(1), commits.get(), "the commit effect ran once")
+	assert.Equal(t, int64(1), commits.Get(), "the commit effect ran once")
 	assert.Equal(t, c.Lease.ExecID, got.Committed, "the commit is recorded")
 	assert.Equal(t, m.Running, got.State)
-	assert.Equal(t, got, f.get(j.ID), "the job returned is the job written")
+	assert.Equal(t, got, f.Get(j.ID), "the job returned is the job written")
 
-	_, err = f.eng.Succeed(f.ctx, c.Lease, in)
+	_, err = f.Eng.Succeed(f.Ctx, c.Lease, in)
 	require.ErrorIs(t, err, jobstate.ErrAlreadyCommitted, "a retried Succeed does not commit again")
-	assert.Equal(t, int64(1), commits.get(), "the commit effect never runs twice")
+	assert.Equal(t, int64(1), commits.Get(), "the commit effect never runs twice")
 
-	_, err = f.eng.Finish(f.ctx, c.Lease)
+	_, err = f.Eng.Finish(f.Ctx, c.Lease)
 	require.Error(t, err, "the rule effect still fails")
 	ruleFails.Store(0)
-	done, err := f.eng.Finish(f.ctx, c.Lease)
+	done, err := f.Eng.Finish(f.Ctx, c.Lease)
 	require.NoError(t, err)
 	assert.Equal(t, m.Succeeded, done.State)
 	assert.Equal(t, int64(1), ruleRuns.Load())
@@ -110,7 +111,7 @@ func testNestedKeyedCreates(t *testing.T, newStore NewStore, n int) {
 		if !ok {
 			return nil // a child
 		}
-		_, err := f.eng.Create(ctx, jobstate.NewJob{Machine: "queue", Key: fmt.Sprintf("child-%d", parent)})
+		_, err := f.Eng.Create(ctx, jobstate.NewJob{Machine: "queue", Key: fmt.Sprintf("child-%d", parent)})
 		return err
 	}
 	f = newFixture(t, newStore, nil, spec)
@@ -119,7 +120,7 @@ func testNestedKeyedCreates(t *testing.T, newStore NewStore, n int) {
 	for w := 0; w < workers; w++ {
 		go func(w int) {
 			for i := w; i < n; i += workers {
-				if _, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: "queue", Key: fmt.Sprintf("parent-%d", i), Args: i}); err != nil {
+				if _, err := f.Eng.Create(f.Ctx, jobstate.NewJob{Machine: "queue", Key: fmt.Sprintf("parent-%d", i), Args: i}); err != nil {
 					done <- err
 					return
 				}
@@ -139,7 +140,7 @@ func testNestedKeyedCreates(t *testing.T, newStore NewStore, n int) {
 		}
 	}
 	for _, i := range []int{0, n / 2, n - 1} {
-		c, err := f.eng.Create(f.ctx, jobstate.NewJob{Machine: "queue", Key: fmt.Sprintf("child-%d", i)})
+		c, err := f.Eng.Create(f.Ctx, jobstate.NewJob{Machine: "queue", Key: fmt.Sprintf("child-%d", i)})
 		require.NoError(t, err)
 		assert.True(t, c.Existing, "child %d was created by its parent's effect", i)
 	}
@@ -150,31 +151,31 @@ func testNestedKeyedCreates(t *testing.T, newStore NewStore, n int) {
 // execution cannot move on with Advance either.
 func testCommitNeedsSucceedRule(t *testing.T, newStore NewStore) {
 	f := newFixture(t, newStore, nil, m.TransferSpec())
-	j := f.create("transfer", jobstate.NewJob{})
-	c := f.claim("transfer", "w")
-	before := f.snapshot(j.ID)
-	var commits counter
-	_, err := f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{Effect: commits.effect})
+	j := f.Create("transfer", jobstate.NewJob{})
+	c := f.Claim("transfer", "w")
+	before := f.Snapshot(j.ID)
+	var commits enginesuite.Counter
+	_, err := f.Eng.Commit(f.Ctx, c.Lease, jobstate.CommitInput{Effect: commits.Effect})
 	require.ErrorIs(t, err, jobstate.ErrInvalidTransition)
 	var te *jobstate.TransitionError
 	require.ErrorAs(t, err, &te)
 	assert.Equal(t, jobstate.EventSucceed, te.Event)
 	assert.Equal(t, m.TClaimed, te.From)
-	assert.Equal(t, before, f.snapshot(j.ID), "nothing written")
-	assert.Zero(t, commits.get(), "the effect did not run")
+	assert.Equal(t, before, f.Snapshot(j.ID), "nothing written")
+	assert.Zero(t, commits.Get(), "the effect did not run")
 
-	_, err = f.eng.Advance(f.ctx, c.Lease, m.StartDownload, jobstate.Call{})
+	_, err = f.Eng.Advance(f.Ctx, c.Lease, m.StartDownload, jobstate.Call{})
 	require.NoError(t, err)
-	_, err = f.eng.Advance(f.ctx, c.Lease, m.Stream, jobstate.Call{})
+	_, err = f.Eng.Advance(f.Ctx, c.Lease, m.Stream, jobstate.Call{})
 	require.NoError(t, err)
-	_, err = f.eng.Commit(f.ctx, c.Lease, jobstate.CommitInput{Effect: commits.effect})
+	_, err = f.Eng.Commit(f.Ctx, c.Lease, jobstate.CommitInput{Effect: commits.Effect})
 	require.NoError(t, err)
-	assert.Equal(t, int64(1), commits.get())
+	assert.Equal(t, int64(1), commits.Get())
 	// Crash after the commit: the sweep can always finish the job.
-	f.clock.Advance(time.Minute)
-	rep := f.sweep()
+	f.Clock.Advance(time.Minute)
+	rep := f.Sweep()
 	assert.Equal(t, 1, rep.Finalized)
-	assert.Equal(t, m.TDelivered, f.get(j.ID).State)
+	assert.Equal(t, m.TDelivered, f.Get(j.ID).State)
 }
 
 // refuseRequeue is a requeue guard that refuses jobs whose owner is "bad".
@@ -197,11 +198,11 @@ func testSweepNotStarved(t *testing.T, newStore NewStore) {
 	}
 	f := newFixture(t, newStore, nil, spec)
 	retrying := func(owner string) uuid.UUID {
-		j := f.create("queue", jobstate.NewJob{Owner: owner})
-		f.fire(j.ID, m.Submit, "u")
-		c, err := f.eng.ClaimJob(f.ctx, j.ID, jobstate.ClaimRequest{Worker: "w"})
+		j := f.Create("queue", jobstate.NewJob{Owner: owner})
+		f.Fire(j.ID, m.Submit, "u")
+		c, err := f.Eng.ClaimJob(f.Ctx, j.ID, jobstate.ClaimRequest{Worker: "w"})
 		require.NoError(t, err)
-		_, err = f.eng.Fail(f.ctx, c.Lease, errors.New("flaky"))
+		_, err = f.Eng.Fail(f.Ctx, c.Lease, errors.New("flaky"))
 		require.NoError(t, err)
 		return j.ID
 	}
@@ -209,27 +210,27 @@ func testSweepNotStarved(t *testing.T, newStore NewStore) {
 	for i := 0; i < bad; i++ {
 		retrying("bad")
 	}
-	f.clock.Advance(time.Millisecond) // the good job is due after every bad one
+	f.Clock.Advance(time.Millisecond) // the good job is due after every bad one
 	good := retrying("good")
-	f.clock.Advance(time.Minute)
+	f.Clock.Advance(time.Minute)
 
-	rep, err := f.eng.Sweep(f.ctx)
+	rep, err := f.Eng.Sweep(f.Ctx)
 	require.Error(t, err)
 	assert.Len(t, rep.Failures, bad, "every failing job is reported")
 	assert.ErrorIs(t, rep.Failures[0].Err, jobstate.ErrGuardRefused)
 	assert.Equal(t, 1, rep.Requeued)
-	assert.Equal(t, m.Queued, f.get(good).State, "the job due after the failing ones was reached")
-	failing := f.get(rep.Failures[0].JobID)
+	assert.Equal(t, m.Queued, f.Get(good).State, "the job due after the failing ones was reached")
+	failing := f.Get(rep.Failures[0].JobID)
 	assert.Equal(t, 1, failing.SweepFailures)
-	assert.True(t, failing.WakeAt.After(f.clock.Now()), "a failing job is pushed back")
+	assert.True(t, failing.WakeAt.After(f.Clock.Now()), "a failing job is pushed back")
 
-	rep, err = f.eng.Sweep(f.ctx)
+	rep, err = f.Eng.Sweep(f.Ctx)
 	require.NoError(t, err)
 	assert.Zero(t, rep.Jobs, "pushed-back jobs are not tried again at once")
-	f.clock.Advance(time.Hour)
-	rep, _ = f.eng.Sweep(f.ctx)
+	f.Clock.Advance(time.Hour)
+	rep, _ = f.Eng.Sweep(f.Ctx)
 	assert.Len(t, rep.Failures, bad, "they are tried again later")
-	assert.Equal(t, 2, f.get(rep.Failures[0].JobID).SweepFailures, "their delay grows")
+	assert.Equal(t, 2, f.Get(rep.Failures[0].JobID).SweepFailures, "their delay grows")
 }
 
 // testSweepOwnMachines: engines with different machines share a store;
@@ -277,15 +278,15 @@ func testClaimSkipsFailingEffect(t *testing.T, newStore NewStore) {
 		return nil
 	})
 	f := newFixture(t, newStore, nil, spec)
-	bad := f.create("queue", jobstate.NewJob{Owner: "bad", Priority: 9})
-	f.fire(bad.ID, m.Submit, "u")
-	good := f.create("queue", jobstate.NewJob{Owner: "good"})
-	f.fire(good.ID, m.Submit, "u")
-	before := f.snapshot(bad.ID)
-	c := f.claim("queue", "w")
+	bad := f.Create("queue", jobstate.NewJob{Owner: "bad", Priority: 9})
+	f.Fire(bad.ID, m.Submit, "u")
+	good := f.Create("queue", jobstate.NewJob{Owner: "good"})
+	f.Fire(good.ID, m.Submit, "u")
+	before := f.Snapshot(bad.ID)
+	c := f.Claim("queue", "w")
 	assert.Equal(t, good.ID, c.Job.ID, "the failing job is skipped, the next one claimed")
-	assert.Equal(t, before, f.snapshot(bad.ID))
-	_, err := f.eng.Claim(f.ctx, jobstate.ClaimRequest{Machine: "queue", Worker: "w"})
+	assert.Equal(t, before, f.Snapshot(bad.ID))
+	_, err := f.Eng.Claim(f.Ctx, jobstate.ClaimRequest{Machine: "queue", Worker: "w"})
 	assert.ErrorIs(t, err, jobstate.ErrNoJob)
 	assert.ErrorIs(t, err, boom, "the failure that left nothing to claim is told")
 }
@@ -298,29 +299,29 @@ func testTimesAtEdges(t *testing.T, newStore NewStore) {
 	spec.Policy.Retry = jobstate.RetryPolicy{MaxRetries: jobstate.Unlimited, Backoff: jobstate.ExponentialBackoff(time.Second, 2, 0)}
 	f := newFixture(t, newStore, nil, spec)
 	// Far-future jobs do not block the claims of due ones, nor the sweep.
-	f.create("transfer", jobstate.NewJob{NotBefore: jobstate.MaxTime})
-	f.create("transfer", jobstate.NewJob{Deadline: jobstate.MaxTime, Priority: -1})
-	ancient := f.create("transfer", jobstate.NewJob{Deadline: time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC), Priority: -2})
-	due := f.create("transfer", jobstate.NewJob{})
-	rep := f.sweep()
+	f.Create("transfer", jobstate.NewJob{NotBefore: jobstate.MaxTime})
+	f.Create("transfer", jobstate.NewJob{Deadline: jobstate.MaxTime, Priority: -1})
+	ancient := f.Create("transfer", jobstate.NewJob{Deadline: time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC), Priority: -2})
+	due := f.Create("transfer", jobstate.NewJob{})
+	rep := f.Sweep()
 	assert.Equal(t, 1, rep.Expired, "a deadline in 1500 has passed")
-	assert.Equal(t, m.TExpired, f.get(ancient.ID).State)
-	c := f.claim("transfer", "w")
+	assert.Equal(t, m.TExpired, f.Get(ancient.ID).State)
+	c := f.Claim("transfer", "w")
 	assert.Equal(t, due.ID, c.Job.ID)
 
 	// Uncapped exponential backoff saturates at DefaultMaxBackoff.
-	_, err := f.eng.Advance(f.ctx, c.Lease, m.StartDownload, jobstate.Call{})
+	_, err := f.Eng.Advance(f.Ctx, c.Lease, m.StartDownload, jobstate.Call{})
 	require.NoError(t, err)
 	for i := 0; i < 40; i++ {
-		j, err := f.eng.Fail(f.ctx, c.Lease, errors.New("flaky"))
+		j, err := f.Eng.Fail(f.Ctx, c.Lease, errors.New("flaky"))
 		require.NoError(t, err)
-		delay := j.NotBefore.Sub(f.clock.Now())
+		delay := j.NotBefore.Sub(f.Clock.Now())
 		require.GreaterOrEqual(t, delay, time.Duration(0))
 		require.LessOrEqual(t, delay, jobstate.DefaultMaxBackoff)
-		f.clock.Set(j.NotBefore)
-		c, err = f.eng.ClaimJob(f.ctx, due.ID, jobstate.ClaimRequest{Worker: "w"})
+		f.Clock.Set(j.NotBefore)
+		c, err = f.Eng.ClaimJob(f.Ctx, due.ID, jobstate.ClaimRequest{Worker: "w"})
 		require.NoError(t, err, "retry %d", i+1)
-		_, err = f.eng.Advance(f.ctx, c.Lease, m.StartDownload, jobstate.Call{})
+		_, err = f.Eng.Advance(f.Ctx, c.Lease, m.StartDownload, jobstate.Call{})
 		require.NoError(t, err)
 	}
 	assert.Equal(t, jobstate.DefaultMaxBackoff, jobstate.ExponentialBackoff(time.Second, 2, 0).Delay(40, 0))
@@ -332,24 +333,24 @@ func testTimesAtEdges(t *testing.T, newStore NewStore) {
 		"not-before": {NotBefore: time.Date(-5, 1, 1, 0, 0, 0, 0, time.UTC)},
 	} {
 		nj.Machine = "transfer"
-		_, err := f.eng.Create(f.ctx, nj)
+		_, err := f.Eng.Create(f.Ctx, nj)
 		assert.ErrorIs(t, err, jobstate.ErrInvalidArgument, name)
 	}
-	_, err = f.eng.Claim(f.ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w", TTL: 2562047 * time.Hour})
+	_, err = f.Eng.Claim(f.Ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w", TTL: 2562047 * time.Hour})
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
-	_, err = f.eng.Snooze(f.ctx, c.Lease, jobstate.MaxDuration+1)
+	_, err = f.Eng.Snooze(f.Ctx, c.Lease, jobstate.MaxDuration+1)
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 
 	// A clock at the zero time is refused rather than parking jobs for ever.
-	before := f.snapshot(due.ID)
-	f.clock.Set(time.Time{})
-	_, err = f.eng.Snooze(f.ctx, c.Lease, 0)
+	before := f.Snapshot(due.ID)
+	f.Clock.Set(time.Time{})
+	_, err = f.Eng.Snooze(f.Ctx, c.Lease, 0)
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
-	_, err = f.eng.Create(f.ctx, jobstate.NewJob{Machine: "transfer"})
+	_, err = f.Eng.Create(f.Ctx, jobstate.NewJob{Machine: "transfer"})
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
-	_, err = f.eng.Sweep(f.ctx)
+	_, err = f.Eng.Sweep(f.Ctx)
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
-	assert.Equal(t, before, f.snapshot(due.ID))
+	assert.Equal(t, before, f.Snapshot(due.ID))
 
 	// A random source breaking its contract gives no negative delay.
 	b := jobstate.ExponentialBackoff(time.Second, 2, time.Minute).WithJitter(jobstate.JitterFull)
@@ -371,24 +372,24 @@ func testNoAliasing(t *testing.T, newStore NewStore) {
 	f := newFixture(t, newStore, nil, m.QueueSpec())
 	payload := []byte("payload-1")
 	b := jobstate.FixedBackoff(time.Second)
-	j := f.create("queue", jobstate.NewJob{Payload: payload, Retry: &jobstate.RetryOverride{Backoff: &b}})
+	j := f.Create("queue", jobstate.NewJob{Payload: payload, Retry: &jobstate.RetryOverride{Backoff: &b}})
 	copy(payload, "XXXXXXXXX")
 	b.Initial = 3 * time.Hour
-	got := f.get(j.ID)
+	got := f.Get(j.ID)
 	assert.Equal(t, []byte("payload-1"), got.Payload, "the stored payload is the engine's copy")
 	assert.Equal(t, time.Second, got.Backoff.Initial, "the stored backoff is the engine's copy")
 	assert.True(t, got.OwnBackoff)
 	assert.Equal(t, 3, got.MaxRetries, "overriding the backoff keeps the machine's MaxRetries")
 	got.Backoff.Initial = time.Hour
-	assert.Equal(t, time.Second, f.get(j.ID).Backoff.Initial, "a returned job shares nothing but its byte slices")
+	assert.Equal(t, time.Second, f.Get(j.ID).Backoff.Initial, "a returned job shares nothing but its byte slices")
 
-	f.fire(j.ID, m.Submit, "u")
-	c := f.claim("queue", "w")
+	f.Fire(j.ID, m.Submit, "u")
+	c := f.Claim("queue", "w")
 	result := []byte("result-1")
-	_, err := f.eng.Succeed(f.ctx, c.Lease, jobstate.CommitInput{Result: result})
+	_, err := f.Eng.Succeed(f.Ctx, c.Lease, jobstate.CommitInput{Result: result})
 	require.NoError(t, err)
 	copy(result, "XXXXXXXX")
-	assert.Equal(t, []byte("result-1"), f.get(j.ID).Result, "the stored result is the engine's copy")
+	assert.Equal(t, []byte("result-1"), f.Get(j.ID).Result, "the stored result is the engine's copy")
 }
 
 // testPriorityFirst: among due jobs, a higher priority is claimed first,
@@ -397,28 +398,28 @@ func testPriorityFirst(t *testing.T, newStore NewStore) {
 	f := newFixture(t, newStore, nil, m.TransferSpec())
 	var low []uuid.UUID
 	for i := 0; i < 5; i++ {
-		low = append(low, f.create("transfer", jobstate.NewJob{}).ID)
-		f.clock.Advance(time.Second)
+		low = append(low, f.Create("transfer", jobstate.NewJob{}).ID)
+		f.Clock.Advance(time.Second)
 	}
-	high := f.create("transfer", jobstate.NewJob{Priority: 10})
-	assert.Equal(t, high.ID, f.claim("transfer", "w").Job.ID, "a high-priority job overtakes older low-priority ones")
-	assert.Equal(t, low[0], f.claim("transfer", "w").Job.ID, "then the oldest")
+	high := f.Create("transfer", jobstate.NewJob{Priority: 10})
+	assert.Equal(t, high.ID, f.Claim("transfer", "w").Job.ID, "a high-priority job overtakes older low-priority ones")
+	assert.Equal(t, low[0], f.Claim("transfer", "w").Job.ID, "then the oldest")
 }
 
 // testRetriedNotStarved: a retried job is due when its backoff ends; fresh
 // jobs of equal priority created after that do not overtake it.
 func testRetriedNotStarved(t *testing.T, newStore NewStore) {
 	f := newFixture(t, newStore, nil, m.TransferSpec())
-	r := f.create("transfer", jobstate.NewJob{})
-	c := f.claim("transfer", "w")
-	_, err := f.eng.Advance(f.ctx, c.Lease, m.StartDownload, jobstate.Call{})
+	r := f.Create("transfer", jobstate.NewJob{})
+	c := f.Claim("transfer", "w")
+	_, err := f.Eng.Advance(f.Ctx, c.Lease, m.StartDownload, jobstate.Call{})
 	require.NoError(t, err)
-	failed, err := f.eng.Fail(f.ctx, c.Lease, errors.New("flaky"))
+	failed, err := f.Eng.Fail(f.Ctx, c.Lease, errors.New("flaky"))
 	require.NoError(t, err)
-	f.clock.Set(failed.NotBefore)
+	f.Clock.Set(failed.NotBefore)
 	for i := 0; i < 20; i++ {
-		f.clock.Advance(time.Millisecond)
-		f.create("transfer", jobstate.NewJob{})
+		f.Clock.Advance(time.Millisecond)
+		f.Create("transfer", jobstate.NewJob{})
 	}
-	assert.Equal(t, r.ID, f.claim("transfer", "w").Job.ID, "the retried job, due first, is claimed first")
+	assert.Equal(t, r.ID, f.Claim("transfer", "w").Job.ID, "the retried job, due first, is claimed first")
 }

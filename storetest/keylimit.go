@@ -88,20 +88,20 @@ func keySpec(name string, limit int) jobstate.Spec {
 // keyed creates a job of machine with concurrency key k, one second after
 // the previous one, so that creation order is claim order.
 func (f *fixture) keyed(machine, k string) jobstate.Job {
-	f.t.Helper()
-	f.clock.Advance(time.Second)
-	return f.create(machine, jobstate.NewJob{ConcurrencyKey: k})
+	f.T.Helper()
+	f.Clock.Advance(time.Second)
+	return f.Create(machine, jobstate.NewJob{ConcurrencyKey: k})
 }
 
 // claimOrNone claims the next job of machine, or returns the zero Claimed
 // when none may be claimed.
 func (f *fixture) claimOrNone(machine string) jobstate.Claimed {
-	f.t.Helper()
-	c, err := f.eng.Claim(f.ctx, jobstate.ClaimRequest{Machine: machine, Worker: "w"})
+	f.T.Helper()
+	c, err := f.Eng.Claim(f.Ctx, jobstate.ClaimRequest{Machine: machine, Worker: "w"})
 	if errors.Is(err, jobstate.ErrNoJob) {
 		return jobstate.Claimed{}
 	}
-	require.NoError(f.t, err)
+	require.NoError(f.T, err)
 	return c
 }
 
@@ -114,8 +114,8 @@ func testKeySkip(t *testing.T, newStore NewStore) {
 	assert.Equal(t, b1.ID, f.claimOrNone("keyed").Job.ID, "a's second job waits behind a1; b's is next")
 	assert.Equal(t, none.ID, f.claimOrNone("keyed").Job.ID, "a job without a key is not limited")
 	assert.Equal(t, uuid.Nil, f.claimOrNone("keyed").Job.ID, "a2 waits while a1 runs")
-	assert.Equal(t, "QUEUED", string(f.get(a2.ID).State))
-	_, err := f.eng.Succeed(f.ctx, first.Lease, jobstate.CommitInput{})
+	assert.Equal(t, "QUEUED", string(f.Get(a2.ID).State))
+	_, err := f.Eng.Succeed(f.Ctx, first.Lease, jobstate.CommitInput{})
 	require.NoError(t, err)
 	assert.Equal(t, a2.ID, f.claimOrNone("keyed").Job.ID, "a's next job once a1 finished")
 }
@@ -129,7 +129,7 @@ func testKeyLimitTwo(t *testing.T, newStore NewStore) {
 	assert.Equal(t, jobs[0].ID, f.claimOrNone("keyed").Job.ID)
 	assert.Equal(t, jobs[1].ID, f.claimOrNone("keyed").Job.ID)
 	assert.Equal(t, uuid.Nil, f.claimOrNone("keyed").Job.ID, "two run; the third waits")
-	got, err := f.eng.ClaimMany(f.ctx, jobstate.ClaimRequest{Machine: "keyed", Worker: "w"}, 5)
+	got, err := f.Eng.ClaimMany(f.Ctx, jobstate.ClaimRequest{Machine: "keyed", Worker: "w"}, 5)
 	assert.ErrorIs(t, err, jobstate.ErrNoJob, "a batch claim passes the limit no more than a single one")
 	assert.Empty(t, got)
 }
@@ -138,12 +138,12 @@ func testKeyClaimJob(t *testing.T, newStore NewStore) {
 	f := newFixture(t, newStore, nil, keySpec("keyed", 1))
 	a1, a2 := f.keyed("keyed", "a"), f.keyed("keyed", "a")
 	f.claimOrNone("keyed")
-	before := f.snapshot(a2.ID)
-	_, err := f.eng.ClaimJob(f.ctx, a2.ID, jobstate.ClaimRequest{Machine: "keyed", Worker: "w"})
+	before := f.Snapshot(a2.ID)
+	_, err := f.Eng.ClaimJob(f.Ctx, a2.ID, jobstate.ClaimRequest{Machine: "keyed", Worker: "w"})
 	assert.ErrorIs(t, err, jobstate.ErrNotClaimable)
 	assert.ErrorIs(t, err, jobstate.ErrKeyLimit)
-	assert.Equal(t, before, f.snapshot(a2.ID), "a refused claim changes nothing")
-	assert.Equal(t, 1, f.get(a1.ID).Leases)
+	assert.Equal(t, before, f.Snapshot(a2.ID), "a refused claim changes nothing")
+	assert.Equal(t, 1, f.Get(a1.ID).Leases)
 }
 
 // The store itself refuses a write that would take a key above the limit
@@ -196,10 +196,10 @@ func testKeyExpired(t *testing.T, newStore NewStore) {
 	f := newFixture(t, newStore, nil, keySpec("keyed", 1))
 	a1, a2 := f.keyed("keyed", "a"), f.keyed("keyed", "a")
 	f.claimOrNone("keyed")
-	f.clock.Advance(time.Minute) // a1's lease expired; not yet reclaimed
+	f.Clock.Advance(time.Minute) // a1's lease expired; not yet reclaimed
 	assert.Equal(t, uuid.Nil, f.claimOrNone("keyed").Job.ID, "an expired lease counts until the sweep reclaims it")
-	f.sweep()
-	assert.Equal(t, 0, f.get(a1.ID).Leases)
+	f.Sweep()
+	assert.Equal(t, 0, f.Get(a1.ID).Leases)
 	assert.Equal(t, a2.ID, f.claimOrNone("keyed").Job.ID, "the key's next job once the lease was reclaimed")
 }
 

@@ -55,20 +55,20 @@ func listAll(t *testing.T, eng *jobstate.Engine, q jobstate.ListQuery) []uuid.UU
 func testListFilters(t *testing.T, newStore NewStore) {
 	f := newFixture(t, newStore, nil, m.QueueSpec(), m.TransferSpec())
 	var a, b, c, d, e jobstate.Job
-	a = f.create("queue", jobstate.NewJob{Owner: "alice", Key: "k-a"})
-	f.clock.Advance(time.Second)
-	b = f.create("queue", jobstate.NewJob{Owner: "bob"})
-	f.fire(b.ID, m.Submit, "bob")
-	f.clock.Advance(time.Second)
-	c = f.create("queue", jobstate.NewJob{Owner: "alice"})
-	f.fire(c.ID, m.Submit, "alice")
-	f.fire(c.ID, jobstate.EventCancel, "alice")
-	f.clock.Advance(time.Second)
-	d = f.create("transfer", jobstate.NewJob{Owner: "alice"})
-	f.clock.Advance(time.Second)
-	e = f.create("transfer", jobstate.NewJob{Owner: "carol"})
-	f.fire(e.ID, jobstate.EventCancel, "carol")
-	c, e = f.get(c.ID), f.get(e.ID)
+	a = f.Create("queue", jobstate.NewJob{Owner: "alice", Key: "k-a"})
+	f.Clock.Advance(time.Second)
+	b = f.Create("queue", jobstate.NewJob{Owner: "bob"})
+	f.Fire(b.ID, m.Submit, "bob")
+	f.Clock.Advance(time.Second)
+	c = f.Create("queue", jobstate.NewJob{Owner: "alice"})
+	f.Fire(c.ID, m.Submit, "alice")
+	f.Fire(c.ID, jobstate.EventCancel, "alice")
+	f.Clock.Advance(time.Second)
+	d = f.Create("transfer", jobstate.NewJob{Owner: "alice"})
+	f.Clock.Advance(time.Second)
+	e = f.Create("transfer", jobstate.NewJob{Owner: "carol"})
+	f.Fire(e.ID, jobstate.EventCancel, "carol")
+	c, e = f.Get(c.ID), f.Get(e.ID)
 	ids := func(js ...jobstate.Job) []uuid.UUID {
 		out := make([]uuid.UUID, 0, len(js))
 		for _, j := range js {
@@ -97,12 +97,12 @@ func testListFilters(t *testing.T, newStore NewStore) {
 		for _, limit := range []int{1, 2, 50} {
 			q := tc.q
 			q.Limit = limit
-			assert.Equal(t, tc.want, listAll(t, f.eng, q), "%s, pages of %d", name, limit)
+			assert.Equal(t, tc.want, listAll(t, f.Eng, q), "%s, pages of %d", name, limit)
 		}
 	}
-	page, err := f.eng.List(f.ctx, jobstate.ListQuery{Machine: "queue", Limit: 2}, "")
+	page, err := f.Eng.List(f.Ctx, jobstate.ListQuery{Machine: "queue", Limit: 2}, "")
 	require.NoError(t, err)
-	assert.Equal(t, f.get(a.ID), page.Jobs[0], "listed jobs are the stored jobs")
+	assert.Equal(t, f.Get(a.ID), page.Jobs[0], "listed jobs are the stored jobs")
 	assert.NotEmpty(t, page.Next)
 }
 
@@ -110,8 +110,8 @@ func testListOrders(t *testing.T, newStore NewStore) {
 	f := newFixture(t, newStore, nil, m.QueueSpec())
 	var created []uuid.UUID
 	for i := 0; i < 7; i++ {
-		created = append(created, f.create("queue", jobstate.NewJob{}).ID)
-		f.clock.Advance(time.Second)
+		created = append(created, f.Create("queue", jobstate.NewJob{}).ID)
+		f.Clock.Advance(time.Second)
 	}
 	// Update in another order: 3, 0, 5.
 	var updated []uuid.UUID
@@ -119,8 +119,8 @@ func testListOrders(t *testing.T, newStore NewStore) {
 		updated = append(updated, created[i])
 	}
 	for _, i := range []int{3, 0, 5} {
-		f.fire(created[i], m.Submit, "u")
-		f.clock.Advance(time.Second)
+		f.Fire(created[i], m.Submit, "u")
+		f.Clock.Advance(time.Second)
 		updated = append(updated, created[i])
 	}
 	rev := func(in []uuid.UUID) []uuid.UUID {
@@ -131,10 +131,10 @@ func testListOrders(t *testing.T, newStore NewStore) {
 		return out
 	}
 	for _, limit := range []int{1, 3, 100} {
-		assert.Equal(t, created, listAll(t, f.eng, jobstate.ListQuery{Limit: limit}))
-		assert.Equal(t, rev(created), listAll(t, f.eng, jobstate.ListQuery{Desc: true, Limit: limit}))
-		assert.Equal(t, updated, listAll(t, f.eng, jobstate.ListQuery{Order: jobstate.OrderUpdated, Limit: limit}))
-		assert.Equal(t, rev(updated), listAll(t, f.eng, jobstate.ListQuery{Order: jobstate.OrderUpdated, Desc: true, Limit: limit}))
+		assert.Equal(t, created, listAll(t, f.Eng, jobstate.ListQuery{Limit: limit}))
+		assert.Equal(t, rev(created), listAll(t, f.Eng, jobstate.ListQuery{Desc: true, Limit: limit}))
+		assert.Equal(t, updated, listAll(t, f.Eng, jobstate.ListQuery{Order: jobstate.OrderUpdated, Limit: limit}))
+		assert.Equal(t, rev(updated), listAll(t, f.Eng, jobstate.ListQuery{Order: jobstate.OrderUpdated, Desc: true, Limit: limit}))
 	}
 }
 
@@ -147,11 +147,11 @@ func testListStablePaging(t *testing.T, newStore NewStore) {
 	before := make(map[uuid.UUID]bool, n)
 	var ids []uuid.UUID
 	for i := 0; i < n; i++ {
-		j := f.create("queue", jobstate.NewJob{})
+		j := f.Create("queue", jobstate.NewJob{})
 		before[j.ID] = true
 		ids = append(ids, j.ID)
 		if i%100 == 0 {
-			f.clock.Advance(time.Millisecond)
+			f.Clock.Advance(time.Millisecond)
 		}
 	}
 	for _, desc := range []bool{false, true} {
@@ -162,7 +162,7 @@ func testListStablePaging(t *testing.T, newStore NewStore) {
 			go func() { // creates
 				defer wg.Done()
 				for ctx.Err() == nil {
-					if _, err := f.eng.Create(context.Background(), jobstate.NewJob{Machine: "queue"}); err != nil {
+					if _, err := f.Eng.Create(context.Background(), jobstate.NewJob{Machine: "queue"}); err != nil {
 						t.Error(err)
 						return
 					}
@@ -172,16 +172,16 @@ func testListStablePaging(t *testing.T, newStore NewStore) {
 				defer wg.Done()
 				for i := 0; ctx.Err() == nil; i = (i + 7919) % n {
 					ev := m.Submit
-					if j, err := f.eng.Get(context.Background(), ids[i]); err == nil && j.State == m.Queued {
+					if j, err := f.Eng.Get(context.Background(), ids[i]); err == nil && j.State == m.Queued {
 						ev = jobstate.EventCancel
 					}
-					_, _ = f.eng.Fire(context.Background(), ids[i], ev, jobstate.Call{})
+					_, _ = f.Eng.Fire(context.Background(), ids[i], ev, jobstate.Call{})
 				}
 			}()
 			seen := make(map[uuid.UUID]bool)
 			cursor := ""
 			for {
-				page, err := f.eng.List(context.Background(), jobstate.ListQuery{Machine: "queue", Desc: desc, Limit: 97}, cursor)
+				page, err := f.Eng.List(context.Background(), jobstate.ListQuery{Machine: "queue", Desc: desc, Limit: 97}, cursor)
 				require.NoError(t, err)
 				for _, j := range page.Jobs {
 					require.False(t, seen[j.ID], "job %s returned twice", j.ID)
@@ -212,9 +212,9 @@ func flip(c byte) string {
 func testListRefusals(t *testing.T, newStore NewStore) {
 	f := newFixture(t, newStore, nil, m.QueueSpec())
 	for i := 0; i < 3; i++ {
-		f.create("queue", jobstate.NewJob{})
+		f.Create("queue", jobstate.NewJob{})
 	}
-	page, err := f.eng.List(f.ctx, jobstate.ListQuery{Limit: 1}, "")
+	page, err := f.Eng.List(f.Ctx, jobstate.ListQuery{Limit: 1}, "")
 	require.NoError(t, err)
 	require.NotEmpty(t, page.Next)
 	for name, q := range map[string]jobstate.ListQuery{
@@ -227,7 +227,7 @@ func testListRefusals(t *testing.T, newStore NewStore) {
 		"empty range":     {UpdatedFrom: Epoch, UpdatedTo: Epoch},
 		"year 10000":      {CreatedTo: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
 	} {
-		_, err := f.eng.List(f.ctx, q, "")
+		_, err := f.Eng.List(f.Ctx, q, "")
 		assert.ErrorIs(t, err, jobstate.ErrInvalidArgument, name)
 	}
 	for name, c := range map[string]string{
@@ -241,9 +241,9 @@ func testListRefusals(t *testing.T, newStore NewStore) {
 		if name == "other order" {
 			q.Desc = true
 		}
-		_, err := f.eng.List(f.ctx, q, c)
+		_, err := f.Eng.List(f.Ctx, q, c)
 		assert.ErrorIs(t, err, jobstate.ErrInvalidArgument, name)
 	}
-	_, err = f.eng.List(f.ctx, jobstate.ListQuery{Limit: 1, Owner: "x"}, page.Next)
+	_, err = f.Eng.List(f.Ctx, jobstate.ListQuery{Limit: 1, Owner: "x"}, page.Next)
 	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument, "a cursor of another filter")
 }

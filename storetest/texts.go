@@ -37,11 +37,11 @@ func newTextsRun(t *testing.T, newStore NewStore) *textsRun {
 // total counts the jobs of the store, or returns -1 when the store does
 // not count.
 func (r *textsRun) total(rt *rapid.T) int {
-	counter, ok := r.f.store.(jobstate.Counter)
+	counter, ok := r.f.Store.(jobstate.Counter)
 	if !ok {
 		return -1
 	}
-	counts, err := counter.Count(r.f.ctx, "queue")
+	counts, err := counter.Count(r.f.Ctx, "queue")
 	if err != nil {
 		rt.Fatalf("count: %v", err)
 	}
@@ -55,7 +55,7 @@ func (r *textsRun) total(rt *rapid.T) int {
 // check runs one case of the Texts property.
 func (r *textsRun) check(rt *rapid.T) {
 	f, used, total := r.f, r.used, r.total
-	ctx := f.ctx
+	ctx := f.Ctx
 	nj := jobstate.NewJob{
 		Machine:     "queue",
 		Key:         drawText(rt, "key", jobstate.MaxKeyBytes),
@@ -70,7 +70,7 @@ func (r *textsRun) check(rt *rapid.T) {
 	valid := fits(nj.Key, jobstate.MaxKeyBytes) && fits(nj.Fingerprint, jobstate.MaxKeyBytes) &&
 		fits(nj.Owner, jobstate.MaxKeyBytes) && fits(nj.Actor, jobstate.MaxKeyBytes) && fits(nj.Reason, jobstate.MaxReasonBytes)
 	before := total(rt)
-	created, err := f.eng.Create(ctx, nj)
+	created, err := f.Eng.Create(ctx, nj)
 	if !valid {
 		if !errors.Is(err, jobstate.ErrInvalidArgument) {
 			rt.Fatalf("create with texts beyond the limits: got %v, want ErrInvalidArgument", err)
@@ -84,14 +84,14 @@ func (r *textsRun) check(rt *rapid.T) {
 		rt.Fatalf("create with texts within the limits: %v", err)
 	}
 	used[nj.Key] = nj.Key != ""
-	job := f.get(created.Job.ID)
+	job := f.Get(created.Job.ID)
 	if job.IdempotencyKey != nj.Key || job.Owner != nj.Owner {
 		rt.Fatalf("key %q / owner %q read back as %q / %q", nj.Key, nj.Owner, job.IdempotencyKey, job.Owner)
 	}
 	if nj.Key != "" && nj.Fingerprint != "" && job.Fingerprint != nj.Fingerprint {
 		rt.Fatalf("fingerprint %q read back as %q", nj.Fingerprint, job.Fingerprint)
 	}
-	hist, err := f.eng.History(ctx, job.ID)
+	hist, err := f.Eng.History(ctx, job.ID)
 	if err != nil || len(hist) != 1 {
 		rt.Fatalf("history: %v (%d records)", err, len(hist))
 	}
@@ -101,41 +101,41 @@ func (r *textsRun) check(rt *rapid.T) {
 
 	// A user's call: actor and reason.
 	call := jobstate.Call{Actor: drawText(rt, "call actor", jobstate.MaxKeyBytes), Reason: drawText(rt, "call reason", jobstate.MaxReasonBytes)}
-	_, err = f.eng.Fire(ctx, job.ID, m.Submit, call)
+	_, err = f.Eng.Fire(ctx, job.ID, m.Submit, call)
 	if !fits(call.Actor, jobstate.MaxKeyBytes) || !fits(call.Reason, jobstate.MaxReasonBytes) {
 		if !errors.Is(err, jobstate.ErrInvalidArgument) {
 			rt.Fatalf("fire with texts beyond the limits: got %v, want ErrInvalidArgument", err)
 		}
-		if got := f.get(job.ID); got.Version != job.Version {
+		if got := f.Get(job.ID); got.Version != job.Version {
 			rt.Fatalf("a refused fire moved the job from version %d to %d", job.Version, got.Version)
 		}
 		call = jobstate.Call{Actor: "user"}
-		if _, err := f.eng.Fire(ctx, job.ID, m.Submit, call); err != nil {
+		if _, err := f.Eng.Fire(ctx, job.ID, m.Submit, call); err != nil {
 			rt.Fatalf("fire: %v", err)
 		}
 	} else if err != nil {
 		rt.Fatalf("fire with texts within the limits: %v", err)
 	}
-	hist, _ = f.eng.History(ctx, job.ID)
+	hist, _ = f.Eng.History(ctx, job.ID)
 	if last := hist[len(hist)-1]; last.Actor != call.Actor || last.Reason != call.Reason {
 		rt.Fatalf("fire actor %q / reason %q read back as %q / %q", call.Actor, call.Reason, last.Actor, last.Reason)
 	}
 
 	// A worker's name.
 	worker := drawText(rt, "worker", jobstate.MaxKeyBytes)
-	claimed, err := f.eng.ClaimJob(ctx, job.ID, jobstate.ClaimRequest{Machine: "queue", Worker: worker})
+	claimed, err := f.Eng.ClaimJob(ctx, job.ID, jobstate.ClaimRequest{Machine: "queue", Worker: worker})
 	if worker == "" || !fits(worker, jobstate.MaxKeyBytes) {
 		if !errors.Is(err, jobstate.ErrInvalidArgument) {
 			rt.Fatalf("claim by worker %q: got %v, want ErrInvalidArgument", short(worker), err)
 		}
 		worker = "w"
-		if claimed, err = f.eng.ClaimJob(ctx, job.ID, jobstate.ClaimRequest{Machine: "queue", Worker: worker}); err != nil {
+		if claimed, err = f.Eng.ClaimJob(ctx, job.ID, jobstate.ClaimRequest{Machine: "queue", Worker: worker}); err != nil {
 			rt.Fatalf("claim: %v", err)
 		}
 	} else if err != nil {
 		rt.Fatalf("claim by a worker named within the limits: %v", err)
 	}
-	xs, err := f.eng.Executions(ctx, job.ID)
+	xs, err := f.Eng.Executions(ctx, job.ID)
 	if err != nil || len(xs) != 1 || xs[0].Owner != worker {
 		rt.Fatalf("executions after a claim by %q: %v %+v", short(worker), err, xs)
 	}
@@ -146,16 +146,16 @@ func (r *textsRun) check(rt *rapid.T) {
 	if rapid.Bool().Draw(rt, "permanent") {
 		cause = jobstate.Permanent(cause)
 	}
-	failed, err := f.eng.Fail(ctx, claimed.Lease, cause)
+	failed, err := f.Eng.Fail(ctx, claimed.Lease, cause)
 	if err != nil {
 		rt.Fatalf("fail with an error text of %d bytes: %v", len(msg), err)
 	}
 	want := jobstate.CleanErrorText(cause.Error())
-	stored := f.get(job.ID)
+	stored := f.Get(job.ID)
 	if stored.LastError != want || failed.LastError != want {
 		rt.Fatalf("error text recorded as %q (returned %q), want %q", short(stored.LastError), short(failed.LastError), short(want))
 	}
-	xs, err = f.eng.Executions(ctx, job.ID)
+	xs, err = f.Eng.Executions(ctx, job.ID)
 	if err != nil || len(xs) != 1 {
 		rt.Fatalf("executions after the failure: %v %+v", err, xs)
 	}
@@ -167,9 +167,9 @@ func (r *textsRun) check(rt *rapid.T) {
 	}
 
 	// A listing's filters.
-	if l, ok := f.store.(jobstate.Lister); ok && l != nil {
+	if l, ok := f.Store.(jobstate.Lister); ok && l != nil {
 		owner := drawText(rt, "list owner", jobstate.MaxKeyBytes)
-		_, err := f.eng.List(ctx, jobstate.ListQuery{Machine: "queue", Owner: owner}, "")
+		_, err := f.Eng.List(ctx, jobstate.ListQuery{Machine: "queue", Owner: owner}, "")
 		if fits(owner, jobstate.MaxKeyBytes) != (err == nil) {
 			rt.Fatalf("list by owner %q: %v", short(owner), err)
 		}
