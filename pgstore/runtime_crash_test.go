@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jobstate/jobstate/internal/assert"
 	"github.com/jobstate/jobstate/internal/require"
@@ -74,6 +75,9 @@ type rtProc struct {
 	cmd    *exec.Cmd
 	name   string
 	exited chan error
+	// started is when the process was started: executions of its name
+	// claimed before are an earlier process's (see rtQueries.own).
+	started time.Time
 }
 
 // TestRuntimeCrashSignals runs the worker runtime (package worker, in
@@ -146,6 +150,7 @@ func TestRuntimeCrashSignals(t *testing.T) {
 		cmd.Stderr = logf
 		stdout, err := cmd.StdoutPipe()
 		require.NoError(t, err)
+		started := time.Now()
 		require.NoError(t, cmd.Start())
 		// Signals sent before the process handles them would kill it.
 		ready := make(chan error, 1)
@@ -162,7 +167,7 @@ func TestRuntimeCrashSignals(t *testing.T) {
 		case <-time.After(rtExitSlack):
 			t.Fatalf("worker %s did not start within %v", names[i], rtExitSlack)
 		}
-		p := &rtProc{cmd: cmd, name: names[i], exited: make(chan error, 1)}
+		p := &rtProc{cmd: cmd, name: names[i], exited: make(chan error, 1), started: started}
 		procs[i] = p
 		go func() {
 			err := cmd.Wait()
@@ -260,13 +265,13 @@ func TestRuntimeCrashSignals(t *testing.T) {
 	// it must exit 0 within the grace period, its leases given back.
 	term := func(i int) {
 		p := procs[i]
-		s := rtSignal{what: "SIGTERM", worker: p.name, held: q.live(p.name),
+		s := rtSignal{what: "SIGTERM", worker: p.name, held: q.own(p),
 			allowed: []string{endCommitted, endGivenBack}}
 		at := time.Now()
 		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 		require.NoError(t, waitExit(p, rtGrace+rtExitSlack), "worker %s stopped by SIGTERM exits 0", p.name)
 		slowestExit = max(slowestExit, time.Since(at))
-		require.Empty(t, q.live(p.name), "worker %s exited after SIGTERM holding leases", p.name)
+		require.Empty(t, q.own(p), "worker %s exited after SIGTERM holding leases", p.name)
 		signals = append(signals, s)
 		terms++
 		start(i)
@@ -276,11 +281,11 @@ func TestRuntimeCrashSignals(t *testing.T) {
 	hardStop := func(i int) {
 		p := procs[i]
 		stuck := q.stuck(p.name)
-		s := rtSignal{what: "SIGTERM ×2", worker: p.name, held: q.live(p.name),
+		s := rtSignal{what: "SIGTERM ×2", worker: p.name, held: q.own(p),
 			allowed: []string{endCommitted, endGivenBack}}
 		at := time.Now()
 		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-		for len(q.live(p.name)) > 0 && !exitedNow(p) {
+		for len(q.own(p)) > 0 && !exitedNow(p) {
 			require.Less(t, time.Since(at), rtGrace+rtExitSlack, "worker %s did not give its leases back after SIGTERM", p.name)
 			time.Sleep(20 * time.Millisecond) // polling the database
 		}
@@ -303,7 +308,7 @@ func TestRuntimeCrashSignals(t *testing.T) {
 			require.NoError(t, waitExit(p, rtExitSlack), "worker %s stopped by two SIGTERMs exits 0", p.name)
 			slowestHard = max(slowestHard, time.Since(second))
 		}
-		require.Empty(t, q.live(p.name), "worker %s exited after two SIGTERMs holding leases", p.name)
+		require.Empty(t, q.own(p), "worker %s exited after two SIGTERMs holding leases", p.name)
 		signals = append(signals, s)
 		hardStops++
 		start(i)
@@ -415,6 +420,20 @@ func (q rtQueries) live(worker string) []string {
 		ids = append(ids, id)
 	}
 	require.NoError(q.t, rows.Err())
+	return ids
+}
+
+// own returns the ids of the live executions p claimed. An execution of
+// p's name claimed before p started is an earlier process's: one that
+// was killed with a claim's COMMIT already sent, which the server applied
+// after p had recovered the name's executions at its start; its lease
+// lapses and a sweep ends it.
+func (q rtQueries) own(p *rtProc) []string {
+	q.t.Helper()
+	rows, err := q.pool.Query(q.ctx, "SELECT id::text FROM "+q.schema+".executions WHERE owner = $1 AND status IN ('LEASED', 'IN_PROGRESS', 'COMMITTED') AND claimed_at >= $2", p.name, p.started)
+	require.NoError(q.t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(q.t, err)
 	return ids
 }
 
