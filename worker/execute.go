@@ -69,7 +69,7 @@ func (w *Worker) work(r *route, t *Task) {
 	r.running.Add(-1)
 	w.running.Add(-1)
 	r.freed()
-	if w.starved.Load() || (w.batch && r.more.Load()) || w.draining() {
+	if r.rewake.Swap(false) || w.starved.Load() || (w.batch && r.more.Load()) || w.draining() {
 		w.poke()
 	}
 }
@@ -115,8 +115,8 @@ func (w *Worker) nextBatch(r *route) (t *Task, ok bool) {
 	w.gather(r, 1, r.gatherDeadline(time.Now()))
 	extra, _ := w.reserve(r, int64(r.limit))
 	got, _, full := w.claimReserved(w.base, r, 1, extra)
-	if full && w.hasFree(r) {
-		w.poke() // slots freed while this claim was in flight
+	if r.rewake.Swap(false) || (full && w.hasFree(r)) {
+		w.poke() // woken, or slots freed, while this claim was in flight
 	}
 	if len(got) == 0 {
 		return nil, false

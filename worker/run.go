@@ -248,12 +248,14 @@ func (w *Worker) claimRound(ctx context.Context) (more bool) {
 			return false
 		}
 		if !r.enter() {
+			r.rewake.Store(true)
 			continue // the claim of the machine in flight fills its free slots
 		}
 		w.gather(r, 0, deadline)
 		g, starved := w.reserve(r, int64(r.limit))
 		if g == 0 {
 			r.leave()
+			r.rewake.Store(true)
 			r.more.Store(true) // its goroutines claim on as they finish
 			if starved {
 				w.starved.Store(true)

@@ -130,6 +130,12 @@ type route struct {
 	// claim loop or a handler goroutine on a store with batch claims):
 	// one claim at a time fills its free slots.
 	claiming atomic.Bool
+	// rewake is set when a round of the claim loop could not claim for
+	// the machine (a claim in flight, or no free slot): the claim in
+	// flight, or the slot's goroutine, may have looked before the jobs
+	// that woke the loop were ready. The one that ends its claim or frees
+	// its slot next wakes the loop again, so that no wake-up is lost.
+	rewake atomic.Bool
 	// claimAvg and claimPerJob are the moving averages of the machine's
 	// claim durations and durations per job claimed, in nanoseconds, and
 	// slotFreed (capacity 1) is signalled when a slot is freed: for
