@@ -107,7 +107,7 @@ func (s *Store) claimSnapshots(ctx context.Context, tx *connTx, prefix, machine 
 	return s.loadSnapshots(ctx, tx, snapshotQuery{
 		prefix: prefix,
 		lock:   lock, lockArgs: args,
-		execs: s.sql.claimExecs, effects: s.sql.claimEffs, readArgs: []any{claimedSetting},
+		effects: s.sql.claimEffs, readArgs: []any{claimedSetting},
 	})
 }
 

@@ -1,7 +1,10 @@
 package pgstore
 
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -91,11 +94,11 @@ const jobColumns = `id, machine, state, kind, outcome, payload, result, version,
  concurrency_key`
 
 // jobWriteColumns lists the columns a job is written to, in the order of
-// jobArgs: jobColumns and the claim order's due time.
-const jobWriteColumns = jobColumns + `, due_at, due_ns`
+// jobArgs: jobColumns, the claim order's due time and the executions.
+const jobWriteColumns = jobColumns + `, due_at, due_ns, execs`
 
 // jobPlaceholders is "$1, ..., $n" for jobWriteColumns.
-var jobPlaceholders = placeholders(1, 50)
+var jobPlaceholders = placeholders(1, 51)
 
 func placeholders(from, n int) string {
 	b := make([]byte, 0, n*5)
@@ -108,9 +111,14 @@ func placeholders(from, n int) string {
 	return string(b)
 }
 
-// jobArgs returns the values of jobWriteColumns for j.
-func jobArgs(j *jobstate.Job) ([]any, error) {
+// jobArgs returns the values of jobWriteColumns for j and its
+// executions execs (all of them, as mergeExecs returns them).
+func jobArgs(j *jobstate.Job, execs []jobstate.Execution) ([]any, error) {
 	kind, err := encKind(j.Kind)
+	if err != nil {
+		return nil, err
+	}
+	list, err := encExecs(execs)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +141,7 @@ func jobArgs(j *jobstate.Job) ([]any, error) {
 		completed, completedNs, notBefore, notBeforeNs, deadline, deadlineNs, j.Leases,
 		leaseExp, leaseExpNs, hb, hbNs, encUUID(j.Committed),
 		j.CancelRequested, wake, wakeNs, j.SweepFailures, retry, retryNs,
-		j.ConcurrencyKey, due, dueNs,
+		j.ConcurrencyKey, due, dueNs, list,
 	}, nil
 }
 
@@ -214,41 +222,116 @@ func scanJobs(rows pgx.Rows) ([]jobstate.Job, error) {
 	return out, rows.Err()
 }
 
-// execColumns lists the columns an execution is read from.
-const execColumns = `job_id, id, attempt, owner, status, lease_expires_at, lease_expires_ns,
- heartbeat_at, heartbeat_ns, claimed_at, claimed_ns, started_at, started_ns,
- finished_at, finished_ns, error`
+// A job's executions are kept in its row (jobs.execs, migration 6), a
+// JSON array of objects: id, attempt and status always; owner and error
+// when not empty; the instants when set, in UTC with nanoseconds (RFC
+// 3339). Their order is the Store contract's: by attempt, a replaced
+// execution keeping its place among those of its attempt.
 
-func scanExecs(rows pgx.Rows) ([]jobstate.Execution, error) {
-	defer rows.Close()
-	var out []jobstate.Execution
-	for rows.Next() {
-		var x jobstate.Execution
-		var attempt int64
-		var status string
-		var lease, hb, claimed, started, finished tsPair
-		if err := rows.Scan(&x.JobID, &x.ID, &attempt, &x.Owner, &status, &lease.ts, &lease.ns,
-			&hb.ts, &hb.ns, &claimed.ts, &claimed.ns, &started.ts, &started.ns,
-			&finished.ts, &finished.ns, &x.Error); err != nil {
-			return nil, err
-		}
-		x.Attempt, x.Status = int(attempt), jobstate.ExecStatus(status)
-		x.LeaseExpiresAt, x.HeartbeatAt, x.ClaimedAt = lease.time(), hb.time(), claimed.time()
-		x.StartedAt, x.FinishedAt = started.time(), finished.time()
-		out = append(out, x)
-	}
-	return out, rows.Err()
+// execJSON is one execution as jobs.execs holds it.
+type execJSON struct {
+	ID             uuid.UUID `json:"id"`
+	Attempt        int       `json:"attempt"`
+	Owner          string    `json:"owner,omitempty"`
+	Status         string    `json:"status"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
+	HeartbeatAt    time.Time `json:"heartbeat_at,omitzero"`
+	ClaimedAt      time.Time `json:"claimed_at,omitzero"`
+	StartedAt      time.Time `json:"started_at,omitzero"`
+	FinishedAt     time.Time `json:"finished_at,omitzero"`
+	Error          string    `json:"error,omitempty"`
 }
 
-// execArgs returns the values of an executions row (job_id first).
-func execArgs(jobID uuid.UUID, x *jobstate.Execution) []any {
-	lease, leaseNs := encTime(x.LeaseExpiresAt)
-	hb, hbNs := encTime(x.HeartbeatAt)
-	claimed, claimedNs := encTime(x.ClaimedAt)
-	started, startedNs := encTime(x.StartedAt)
-	finished, finishedNs := encTime(x.FinishedAt)
-	return []any{jobID, x.ID, x.Attempt, x.Owner, string(x.Status), lease, leaseNs, hb, hbNs,
-		claimed, claimedNs, started, startedNs, finished, finishedNs, x.Error}
+// mergeExecs returns the executions of a job after a write: known (the
+// job's, as read) with each of written replacing the one of the same ID,
+// or added, in the contract's order (stable by attempt).
+func mergeExecs(known, written []jobstate.Execution) []jobstate.Execution {
+	out := make([]jobstate.Execution, len(known), len(known)+len(written))
+	copy(out, known)
+	for _, x := range written {
+		if i := slices.IndexFunc(out, func(k jobstate.Execution) bool { return k.ID == x.ID }); i >= 0 {
+			out[i] = x
+		} else {
+			out = append(out, x)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b jobstate.Execution) int { return cmp.Compare(a.Attempt, b.Attempt) })
+	return out
+}
+
+// encExecs returns the JSON text of jobs.execs for xs.
+func encExecs(xs []jobstate.Execution) (string, error) {
+	list := make([]execJSON, len(xs))
+	for i, x := range xs {
+		list[i] = execJSON{
+			ID: x.ID, Attempt: x.Attempt, Owner: x.Owner, Status: string(x.Status),
+			LeaseExpiresAt: utc(x.LeaseExpiresAt), HeartbeatAt: utc(x.HeartbeatAt), ClaimedAt: utc(x.ClaimedAt),
+			StartedAt: utc(x.StartedAt), FinishedAt: utc(x.FinishedAt), Error: x.Error,
+		}
+	}
+	b, err := json.Marshal(list)
+	if err != nil {
+		return "", fmt.Errorf("%w: executions: %w", jobstate.ErrInvalidArgument, err)
+	}
+	return string(b), nil
+}
+
+// utc is t in UTC, the zero time kept zero.
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// decExecs reads jobs.execs of the job id.
+func decExecs(id uuid.UUID, data []byte) ([]jobstate.Execution, error) {
+	var list []execJSON
+	if err := json.Unmarshal(data, &list); err != nil {
+		return nil, fmt.Errorf("pgstore: job %s: executions: %w", id, err)
+	}
+	if len(list) == 0 {
+		return nil, nil
+	}
+	out := make([]jobstate.Execution, len(list))
+	for i, x := range list {
+		out[i] = jobstate.Execution{
+			ID: x.ID, JobID: id, Attempt: x.Attempt, Owner: x.Owner, Status: jobstate.ExecStatus(x.Status),
+			LeaseExpiresAt: x.LeaseExpiresAt, HeartbeatAt: x.HeartbeatAt, ClaimedAt: x.ClaimedAt,
+			StartedAt: x.StartedAt, FinishedAt: x.FinishedAt, Error: x.Error,
+		}
+	}
+	return out, nil
+}
+
+// snapColumns lists the columns a snapshot's job and executions are read
+// from: jobColumns and execs.
+const snapColumns = jobColumns + `, execs`
+
+// scanSnapshots reads every row of rows (snapColumns) as a snapshot
+// without its effects.
+func scanSnapshots(rows pgx.Rows) ([]jobstate.Snapshot, error) {
+	defer rows.Close()
+	var out []jobstate.Snapshot
+	var r jobRow
+	var execs []byte
+	dest := append(r.dest(), &execs)
+	for rows.Next() {
+		r, execs = jobRow{}, nil
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		j, err := r.job()
+		if err != nil {
+			return nil, err
+		}
+		xs, err := decExecs(j.ID, execs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, jobstate.Snapshot{Job: j, Executions: xs})
+	}
+	return out, rows.Err()
 }
 
 const transitionColumns = `job_id, version, from_state, event, to_state, actor, reason, exec_id, at, at_ns`

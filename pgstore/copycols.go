@@ -16,14 +16,15 @@ import (
 type colDefault uint8
 
 const (
-	noDefault     colDefault = iota // NOT NULL without a DEFAULT: always sent
-	defaultNull                     // no DEFAULT, NULL allowed
-	defaultEmpty                    // DEFAULT ''
-	defaultZero                     // DEFAULT 0 or false
-	defaultNegInf                   // DEFAULT '-infinity'
+	noDefault        colDefault = iota // NOT NULL without a DEFAULT: always sent
+	defaultNull                        // no DEFAULT, NULL allowed
+	defaultEmpty                       // DEFAULT ''
+	defaultZero                        // DEFAULT 0 or false
+	defaultNegInf                      // DEFAULT '-infinity'
+	defaultEmptyList                   // DEFAULT '[]' (jsonb)
 )
 
-// jobDefaults are the defaults of jobWriteColumns (migrations 1 to 4).
+// jobDefaults are the defaults of jobWriteColumns (migrations 1 to 6).
 var jobDefaults = map[string]colDefault{
 	"outcome": defaultEmpty, "payload": defaultNull, "result": defaultNull,
 	"attempt": defaultZero, "retry_count": defaultZero, "max_retries": defaultZero,
@@ -41,7 +42,7 @@ var jobDefaults = map[string]colDefault{
 	"committed": defaultNull, "cancel_requested": defaultZero,
 	"wake_at": defaultNull, "wake_ns": defaultZero, "sweep_failures": defaultZero,
 	"sweep_retry_at": defaultNegInf, "sweep_retry_ns": defaultZero, "due_ns": defaultZero,
-	"concurrency_key": defaultEmpty,
+	"concurrency_key": defaultEmpty, "execs": defaultEmptyList,
 }
 
 // transitionDefaults are the defaults of transitionColumns.
@@ -68,6 +69,9 @@ func isDefault(d colDefault, v any) bool {
 	case defaultEmpty:
 		s, ok := v.(string)
 		return ok && s == ""
+	case defaultEmptyList:
+		s, ok := v.(string)
+		return ok && s == "[]"
 	case defaultZero:
 		switch x := v.(type) {
 		case int64:

@@ -54,7 +54,7 @@ func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Cont
 			if err := jobstate.CheckNew(w); err != nil {
 				return nil, err
 			}
-			args, err := jobArgs(&w.Job)
+			args, err := jobArgs(&w.Job, mergeExecs(nil, w.Executions))
 			if err != nil {
 				return nil, err
 			}
@@ -62,13 +62,6 @@ func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Cont
 			id := w.Job.ID
 			for k := range w.Transitions {
 				hist = append(hist, transitionArgs(id, &w.Transitions[k]))
-			}
-			for k := range w.Executions {
-				sql := s.sql.insertExec
-				if hasExec(w.Executions[:k], w.Executions[k].ID) {
-					sql = s.sql.updateExec
-				}
-				b.Queue(sql, execArgs(id, &w.Executions[k])...)
 			}
 			for k := range w.Effects {
 				b.Queue(s.sql.insertEffect, effectArgs(id, &w.Effects[k])...)

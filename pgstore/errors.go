@@ -67,7 +67,7 @@ func wrapErr(ctx context.Context, what string, err error, ph phase) error {
 			return fmt.Errorf("pgstore: %s: %w: %w", what, jobstate.ErrDuplicateJob, err)
 		case pe.Code == "23505" && pe.ConstraintName == "transitions_pkey":
 			return fmt.Errorf("pgstore: %s: %w: %w", what, jobstate.ErrVersionConflict, err)
-		case pe.Code == "23505" && pe.ConstraintName == "executions_one_commit":
+		case pe.Code == "23514" && pe.ConstraintName == "jobs_one_commit":
 			return fmt.Errorf("pgstore: %s: %w: %w", what, jobstate.ErrAlreadyCommitted, err)
 		case pe.Code == "23505" && pe.ConstraintName == "effects_pkey":
 			return fmt.Errorf("pgstore: %s: %w: %w", what, jobstate.ErrEffectApplied, err)

@@ -70,14 +70,14 @@ func MigrationCount() (int, error) {
 
 // MultiUpdateSQL returns the statements (and their arguments) that write
 // ws, each over the job of the same index in curs, in one multi-row
-// write: the update of the jobs first, then the history, executions and
-// effects inserts.
+// write: the update of the jobs (with their executions) first, then the
+// history and effects inserts.
 func MultiUpdateSQL(s *Store, curs []jobstate.Job, ws []jobstate.Write) ([]string, [][]any) {
 	var m multiWrite
 	outs := make([]jobstate.Job, len(ws))
 	for i := range ws {
-		if ok, err := m.add(&curs[i], nil, &ws[i], &outs[i]); err != nil || !ok {
-			panic(fmt.Sprint("pgstore: MultiUpdateSQL: ", ok, err))
+		if err := m.add(&curs[i], nil, &ws[i], &outs[i]); err != nil {
+			panic(fmt.Sprint("pgstore: MultiUpdateSQL: ", err))
 		}
 	}
 	b := &pgx.Batch{}
@@ -100,9 +100,9 @@ func MultiUpdateSQL(s *Store, curs []jobstate.Job, ws []jobstate.Write) ([]strin
 func HotSQL(s *Store) map[string]string {
 	q := s.sql
 	return map[string]string{
-		"claim": q.claim, "claimExecs": q.claimExecs, "claimEffs": q.claimEffs,
-		"lock": q.lock, "lockMany": q.lockMany, "snapExecs": q.snapExecs, "snapEffects": q.snapEffects,
-		"updateJob": q.updateJob, "updateMany": q.updateMany, "updateExec": q.updateExec, "updateExecs": q.updateExecs,
+		"claim": q.claim, "claimEffs": q.claimEffs,
+		"lock": q.lock, "lockMany": q.lockMany, "snapEffects": q.snapEffects,
+		"updateJob": q.updateJob, "updateMany": q.updateMany,
 		"insertTransitions": q.insertTransitions, "holder": q.holder, "get": q.get,
 		"claimKeyed": q.claimKeyed, "keyLive": q.keyLive, "heads": q.heads,
 	}

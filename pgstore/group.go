@@ -402,7 +402,7 @@ func (s *Store) lockGroup(tx *connTx, ids []uuid.UUID) (map[uuid.UUID]*jobstate.
 	defer cancel()
 	snaps, err := s.loadSnapshots(ctx, tx, snapshotQuery{
 		lock: s.sql.lockMany, lockArgs: []any{ids},
-		execs: s.sql.claimExecs, effects: s.sql.claimEffs, readArgs: []any{claimedSetting},
+		effects: s.sql.claimEffs, readArgs: []any{claimedSetting},
 	})
 	if err != nil {
 		return nil, err

@@ -71,3 +71,11 @@ func (e *env) count(table string) int {
 	require.NoError(e.t, e.pool.QueryRow(e.ctx, "SELECT count(*) FROM "+table).Scan(&n))
 	return n
 }
+
+// execRows is SQL reading the executions kept in the rows of jobs of
+// schema as a table: job_id, id, attempt, owner, status, claimed_at and
+// error (owner and error empty strings when unset).
+func execRows(schema string) string {
+	return `(SELECT j.id AS job_id, x.id, x.attempt, coalesce(x.owner, '') AS owner, x.status, x.claimed_at, coalesce(x.error, '') AS error
+ FROM ` + schema + `.jobs j, jsonb_to_recordset(j.execs) AS x(id uuid, attempt bigint, owner text, status text, claimed_at timestamptz, error text))`
+}

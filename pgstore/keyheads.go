@@ -172,11 +172,11 @@ func claimStatement(r *strings.Replacer, limited bool) string {
                 AND p.kind = 'ready' AND (p.not_before, p.not_before_ns) <= ($2, $3)
               ORDER BY p.priority DESC, p.due_at, p.due_ns, p.created_at, p.created_ns, p.id LIMIT $6)) THEN false`
 	}
-	return r.Replace(`WITH u AS MATERIALIZED (SELECT {job}, due_at AS o_due, due_ns AS o_due_ns FROM {jobs}
+	return r.Replace(`WITH u AS MATERIALIZED (SELECT {snap}, due_at AS o_due, due_ns AS o_due_ns FROM {jobs}
  WHERE machine = $1 AND kind = 'ready' AND concurrency_key = '' AND (not_before, not_before_ns) <= ($2, $3) AND id <> ALL ($4)
  ORDER BY priority DESC, due_at, due_ns, created_at, created_ns, id
  LIMIT $5 FOR NO KEY UPDATE SKIP LOCKED),
- k AS MATERIALIZED (SELECT {jjob}, j.due_at AS o_due, j.due_ns AS o_due_ns FROM {heads} h JOIN {jobs} j ON j.id = h.job_id
+ k AS MATERIALIZED (SELECT {jsnap}, j.due_at AS o_due, j.due_ns AS o_due_ns FROM {heads} h JOIN {jobs} j ON j.id = h.job_id
  WHERE h.machine = $1 AND (h.not_before, h.not_before_ns) <= ($2, $3) AND h.job_id <> ALL ($4)
    AND j.kind = 'ready' AND (j.not_before, j.not_before_ns) <= ($2, $3)
    AND CASE WHEN (h.not_before, h.not_before_ns) > ($2, $3) OR h.job_id = ANY ($4) THEN false` + gate + `
@@ -185,7 +185,7 @@ func claimStatement(r *strings.Replacer, limited bool) string {
  LIMIT $5 FOR NO KEY UPDATE OF j SKIP LOCKED),
  c AS MATERIALIZED (SELECT * FROM (SELECT * FROM u UNION ALL SELECT * FROM k) a
  ORDER BY priority DESC, o_due, o_due_ns, created_at, created_ns, id LIMIT $5)
-SELECT {job} FROM c WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::text, true) FROM c) IS NOT NULL`)
+SELECT {snap} FROM c WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::text, true) FROM c) IS NOT NULL`)
 }
 
 // qualified returns the column list cols with each column prefixed by

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jobstate/jobstate/internal/assert"
 	"github.com/jobstate/jobstate/internal/require"
@@ -66,7 +67,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 
 	applied, err := pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
 	require.NoError(t, err)
-	assert.Equal(t, []int{2, 3, 4, 5}, applied)
+	assert.Equal(t, []int{2, 3, 4, 5, 6}, applied)
 	assert.Zero(t, foreignKeys())
 	for _, index := range []string{"jobs_owner", "jobs_key"} {
 		var def string
@@ -203,7 +204,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 	copyRows(t, pool, src, schema)
 	applied, err := pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
 	require.NoError(t, err)
-	assert.Equal(t, []int{3, 4, 5}, applied)
+	assert.Equal(t, []int{3, 4, 5, 6}, applied)
 	for _, index := range []string{"jobs_machine_state", "jobs_created", "jobs_updated"} {
 		var def string
 		require.NoError(t, pool.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = $2`, schema, index).Scan(&def))
@@ -266,25 +267,69 @@ func olderSchema(t *testing.T, pool *pgxpool.Pool, suffix string, v int) (older,
 // copyRows copies every row of the store's tables from schema from into
 // schema to, in the columns to's tables have, identity values included
 // (and its sequences moved past them), as the older release that created
-// to would have written them.
+// to would have written them (its tables only: key_heads from version 5
+// on). Before version 6, a job's executions were rows of their own: they
+// are made from the list in its row.
 func copyRows(t *testing.T, pool *pgxpool.Pool, from, to string) {
 	t.Helper()
 	ctx := context.Background()
-	for _, table := range []string{"jobs", "executions", "transitions", "effects", "idempotency_keys"} {
+	for _, table := range []string{"jobs", "transitions", "effects", "idempotency_keys", "key_heads"} {
 		var cols []string
 		rows, err := pool.Query(ctx, `SELECT quote_ident(column_name) FROM information_schema.columns
  WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`, to, table)
 		require.NoError(t, err)
 		cols, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)
+		if len(cols) == 0 {
+			continue // a table the older version did not have
+		}
 		list := strings.Join(cols, ", ")
 		_, err = pool.Exec(ctx, fmt.Sprintf("INSERT INTO %s (%s) OVERRIDING SYSTEM VALUE SELECT %s FROM %s",
 			pgx.Identifier{to, table}.Sanitize(), list, list, pgx.Identifier{from, table}.Sanitize()))
 		require.NoError(t, err, table)
 	}
-	for _, table := range []string{"executions", "effects"} {
-		name := pgx.Identifier{to, table}.Sanitize()
-		_, err := pool.Exec(ctx, fmt.Sprintf("SELECT setval(pg_get_serial_sequence('%s', 'seq'), coalesce(max(seq), 0) + 1, false) FROM %s", name, name))
-		require.NoError(t, err, table)
+	name := pgx.Identifier{to, "effects"}.Sanitize()
+	_, err := pool.Exec(ctx, fmt.Sprintf("SELECT setval(pg_get_serial_sequence('%s', 'seq'), coalesce(max(seq), 0) + 1, false) FROM %s", name, name))
+	require.NoError(t, err)
+	copyExecutions(t, pool, from, to)
+}
+
+// copyExecutions writes the executions of the jobs of schema from (kept
+// in their rows) as rows of the table executions of schema to, in order.
+func copyExecutions(t *testing.T, pool *pgxpool.Pool, from, to string) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := pgstore.New(pool, pgstore.Options{Schema: from})
+	require.NoError(t, err)
+	defer store.Close()
+	rows, err := pool.Query(ctx, "SELECT id FROM "+pgx.Identifier{from, "jobs"}.Sanitize())
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(t, err)
+	// An instant as the older schema stored it: the microseconds and the
+	// nanoseconds below ('-infinity' and 0 for the zero time).
+	at := func(t time.Time) (pgtype.Timestamptz, int16) {
+		if t.IsZero() {
+			return pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, 0
+		}
+		u := t.Truncate(time.Microsecond)
+		return pgtype.Timestamptz{Time: u, Valid: true}, int16(t.Sub(u))
+	}
+	insert := "INSERT INTO " + pgx.Identifier{to, "executions"}.Sanitize() + ` (job_id, id, attempt, owner, status,
+ lease_expires_at, lease_expires_ns, heartbeat_at, heartbeat_ns, claimed_at, claimed_ns, started_at, started_ns,
+ finished_at, finished_ns, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
+	for _, id := range ids {
+		xs, err := store.Executions(ctx, id)
+		require.NoError(t, err)
+		for _, x := range xs {
+			lease, leaseNs := at(x.LeaseExpiresAt)
+			hb, hbNs := at(x.HeartbeatAt)
+			claimed, claimedNs := at(x.ClaimedAt)
+			started, startedNs := at(x.StartedAt)
+			finished, finishedNs := at(x.FinishedAt)
+			_, err := pool.Exec(ctx, insert, id, x.ID, x.Attempt, x.Owner, string(x.Status),
+				lease, leaseNs, hb, hbNs, claimed, claimedNs, started, startedNs, finished, finishedNs, x.Error)
+			require.NoError(t, err)
+		}
 	}
 }

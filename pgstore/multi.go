@@ -12,11 +12,11 @@ import (
 )
 
 // Writes of many jobs at once (a claim batch, a group's members): one
-// UPDATE of every job from arrays, one INSERT of every transition, one
-// INSERT of every new execution, one UPDATE of every execution the jobs
-// had, one INSERT of every effect and one recomputation of the key heads
-// they touch, instead of three or more statements per job, the updates planned without regard to statistics (pinPlans).
-// The server's cost per statement is most of the cost of a small write.
+// UPDATE of every job (with its executions) from arrays, one INSERT of
+// every transition, one INSERT of every effect and one recomputation of
+// the key heads they touch, instead of two or more statements per job,
+// the updates planned without regard to statistics (pinPlans). The
+// server's cost per statement is most of the cost of a small write.
 
 // SQL types of jobWriteColumns, in order.
 var jobWriteTypes = []string{
@@ -27,12 +27,11 @@ var jobWriteTypes = []string{
 	"timestamptz", "int2", "timestamptz", "int2", "timestamptz", "int2", "int8",
 	"timestamptz", "int2", "timestamptz", "int2", "uuid",
 	"bool", "timestamptz", "int2", "int8", "timestamptz", "int2",
-	"text", "timestamptz", "int2",
+	"text", "timestamptz", "int2", "text",
 }
 
 var (
 	transitionTypes = []string{"uuid", "int8", "text", "text", "text", "text", "text", "uuid", "timestamptz", "int2"}
-	execTypes       = []string{"uuid", "uuid", "int8", "text", "text", "timestamptz", "int2", "timestamptz", "int2", "timestamptz", "int2", "timestamptz", "int2", "timestamptz", "int2", "text"}
 	effectTypes     = []string{"uuid", "text", "uuid", "text", "timestamptz", "int2"}
 )
 
@@ -46,7 +45,7 @@ func unnestOf(from int, types, cols []string) string {
 }
 
 // multiStatements returns the SQL of the writes of many jobs.
-func multiStatements(r *strings.Replacer) (update, transitions, newExecs, knownExecs, effects string) {
+func multiStatements(r *strings.Replacer) (update, transitions, effects string) {
 	cols := columnNames(jobWriteColumns)
 	var set []string
 	for _, c := range cols {
@@ -56,6 +55,8 @@ func multiStatements(r *strings.Replacer) (update, transitions, newExecs, knownE
 			// (jobstate.CheckWrite refuses a write changing it).
 		case "payload", "result":
 			set = append(set, fmt.Sprintf("%s = CASE WHEN v.new_%s THEN v.%s ELSE j.%s END", c, c, c, c))
+		case "execs":
+			set = append(set, "execs = v.execs::jsonb")
 		default:
 			set = append(set, fmt.Sprintf("%s = v.%s", c, c))
 		}
@@ -68,18 +69,8 @@ func multiStatements(r *strings.Replacer) (update, transitions, newExecs, knownE
  WHERE j.id = v.id AND j.version = v.old_version RETURNING 1)
 SELECT 1 / (count(*) = $` + fmt.Sprint(n+4) + `)::int FROM u`)
 	transitions = r.Replace(`INSERT INTO {transitions} ({transition}) SELECT * FROM ` + unnestOf(1, transitionTypes, columnNames(transitionColumns)))
-	execCols := columnNames(execColumns)
-	newExecs = r.Replace(`INSERT INTO {executions} (` + execColumns + `) SELECT * FROM ` + unnestOf(1, execTypes, execCols))
-	var execSet []string
-	for _, c := range execCols[2:] {
-		execSet = append(execSet, fmt.Sprintf("%s = v.%s", c, c))
-	}
-	knownExecs = r.Replace(`WITH u AS (UPDATE {executions} x SET ` + strings.Join(execSet, ", ") + `
- FROM ` + unnestOf(1, execTypes, execCols) + `
- WHERE x.job_id = v.job_id AND x.id = v.id RETURNING 1)
-SELECT 1 / (count(*) = $` + fmt.Sprint(len(execTypes)+1) + `)::int FROM u`)
 	effects = r.Replace(`INSERT INTO {effects} (job_id, {effect}) SELECT * FROM ` + unnestOf(1, effectTypes, append([]string{"job_id"}, columnNames(effectColumns)...)))
-	return update, transitions, newExecs, knownExecs, effects
+	return update, transitions, effects
 }
 
 // columns turns rows of values into one typed slice per column, for
@@ -169,43 +160,23 @@ type multiWrite struct {
 	outs    []*jobstate.Job
 	written []jobstate.Job // the jobs as written, with payload and result
 	hist    [][]any
-	execs   [][]any // new executions
-	known   [][]any // executions the jobs had
 	effects [][]any
 	heads   []headKey // the triples of key_heads the writes touch
 	ready   map[string]bool
-	seen    map[[2]uuid.UUID]bool
 }
 
 // add adds w over cur (already checked), whose executions were known, its
-// job as written to go to *out. It reports false, adding nothing, when w
-// cannot go with the others: it names an execution twice (a statement
-// may write a row once).
-func (m *multiWrite) add(cur *jobstate.Job, known []jobstate.Execution, w *jobstate.Write, out *jobstate.Job) (bool, error) {
-	if m.seen == nil {
-		m.seen = map[[2]uuid.UUID]bool{}
+// job as written to go to *out.
+func (m *multiWrite) add(cur *jobstate.Job, known []jobstate.Execution, w *jobstate.Write, out *jobstate.Job) error {
+	if m.ready == nil {
 		m.ready = map[string]bool{}
 	}
 	id := w.Job.ID
-	for i := range w.Executions {
-		k := [2]uuid.UUID{id, w.Executions[i].ID}
-		if m.seen[k] {
-			return false, nil
-		}
-	}
-	args, err := jobArgs(&w.Job)
+	args, err := jobArgs(&w.Job, mergeExecs(known, w.Executions))
 	if err != nil {
-		return false, err
+		return err
 	}
 	payload, result, newPayload, newResult := unchangedBlobs(cur, args)
-	for i := range w.Executions {
-		m.seen[[2]uuid.UUID{id, w.Executions[i].ID}] = true
-		if hasExec(known, w.Executions[i].ID) {
-			m.known = append(m.known, execArgs(id, &w.Executions[i]))
-		} else {
-			m.execs = append(m.execs, execArgs(id, &w.Executions[i]))
-		}
-	}
 	m.jobs = append(m.jobs, append(args, cur.Version, newPayload, newResult))
 	m.outs = append(m.outs, out)
 	j := asStored(w.Job)
@@ -221,7 +192,7 @@ func (m *multiWrite) add(cur *jobstate.Job, known []jobstate.Execution, w *jobst
 	if becameReady(cur, &w.Job) {
 		m.ready[w.Job.Machine] = true
 	}
-	return true, nil
+	return nil
 }
 
 func (m *multiWrite) len() int { return len(m.jobs) }
@@ -257,20 +228,6 @@ func (s *Store) queueMulti(b *pgx.Batch, p *plans, m *multiWrite) error {
 			return err
 		}
 		b.Queue(s.sql.insertTransitions, cols...)
-	}
-	if len(m.execs) > 0 {
-		cols, err := columns(m.execs, execTypes)
-		if err != nil {
-			return err
-		}
-		b.Queue(s.sql.insertExecs, cols...)
-	}
-	if len(m.known) > 0 {
-		cols, err := columns(m.known, execTypes)
-		if err != nil {
-			return err
-		}
-		b.Queue(s.sql.updateExecs, append(cols, int64(len(m.known)))...)
 	}
 	if len(m.effects) > 0 {
 		cols, err := columns(m.effects, effectTypes)

@@ -18,7 +18,7 @@ import (
 )
 
 // storeTables are the tables of a store's schema.
-var storeTables = []string{"jobs", "executions", "transitions", "effects", "idempotency_keys", "key_heads"}
+var storeTables = []string{"jobs", "transitions", "effects", "idempotency_keys", "key_heads"}
 
 // analyzeEmpty analyzes the store's tables, as a database-wide ANALYZE
 // right after a purge does: the planner then believes them empty.
@@ -84,16 +84,12 @@ func TestHotPlansIgnoreEmptyStatistics(t *testing.T) {
 	require.NoError(t, err)
 	want := map[string][]string{
 		"claim":       {"jobs_claim", "key_heads_claim", "jobs_pkey"},
-		"claimExecs":  {"executions_pkey"},
 		"claimEffs":   {"effects_pkey"},
 		"lock":        {"jobs_pkey"},
 		"lockMany":    {"jobs_pkey"},
-		"snapExecs":   {"executions_pkey"},
 		"snapEffects": {"effects_pkey"},
 		"updateJob":   {"jobs_pkey"},
 		"updateMany":  {"jobs_pkey"},
-		"updateExec":  {"executions_pkey"},
-		"updateExecs": {"executions_pkey"},
 		"holder":      {"idempotency_keys_pkey", "jobs_pkey"},
 		"claimKeyed":  {"jobs_claim", "key_heads_claim", "jobs_pkey", "jobs_key_live", "jobs_key_ready"},
 		"heads":       {"jobs_key_ready", "key_heads_pkey"},

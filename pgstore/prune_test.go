@@ -52,7 +52,7 @@ func TestPruneDeletesEverythingOfAJob(t *testing.T) {
 
 	rows := func(id uuid.UUID) map[string]int {
 		out := map[string]int{}
-		for _, table := range []string{"jobs", "executions", "transitions", "effects", "idempotency_keys"} {
+		for _, table := range []string{"jobs", "transitions", "effects", "idempotency_keys"} {
 			col := "job_id"
 			if table == "jobs" {
 				col = "id"

@@ -391,10 +391,10 @@ func TestRuntimeCrashSignals(t *testing.T) {
 	}
 	var twice, costly int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.jobs j
-		WHERE (SELECT count(*) FROM `+schema+`.executions x WHERE x.job_id = j.id AND x.status IN ('COMMITTED', 'DONE')) <> 1`).Scan(&twice))
+		WHERE (SELECT count(*) FROM `+execRows(schema)+` x WHERE x.job_id = j.id AND x.status IN ('COMMITTED', 'DONE')) <> 1`).Scan(&twice))
 	assert.Zero(t, twice, "jobs without exactly one committed execution")
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.jobs j
-		WHERE j.retry_count <> (SELECT count(*) FROM `+schema+`.executions x
+		WHERE j.retry_count <> (SELECT count(*) FROM `+execRows(schema)+` x
 			WHERE x.job_id = j.id AND x.status = 'ABORTED' AND x.error <> 'snoozed for 0s')`).Scan(&costly))
 	assert.Zero(t, costly, "jobs whose retry count is not their recovered and lapsed executions")
 	c.requireEnded(t, pool)
@@ -411,7 +411,7 @@ type rtQueries struct {
 // live returns the ids of worker's live executions.
 func (q rtQueries) live(worker string) []string {
 	q.t.Helper()
-	rows, err := q.pool.Query(q.ctx, "SELECT id::text FROM "+q.schema+".executions WHERE owner = $1 AND status IN ('LEASED', 'IN_PROGRESS', 'COMMITTED')", worker)
+	rows, err := q.pool.Query(q.ctx, "SELECT id::text FROM "+execRows(q.schema)+" e WHERE owner = $1 AND status IN ('LEASED', 'IN_PROGRESS', 'COMMITTED')", worker)
 	require.NoError(q.t, err)
 	var ids []string
 	for rows.Next() {
@@ -430,7 +430,7 @@ func (q rtQueries) live(worker string) []string {
 // lapses and a sweep ends it.
 func (q rtQueries) own(p *rtProc) []string {
 	q.t.Helper()
-	rows, err := q.pool.Query(q.ctx, "SELECT id::text FROM "+q.schema+".executions WHERE owner = $1 AND status IN ('LEASED', 'IN_PROGRESS', 'COMMITTED') AND claimed_at >= $2", p.name, p.started)
+	rows, err := q.pool.Query(q.ctx, "SELECT id::text FROM "+execRows(q.schema)+" e WHERE owner = $1 AND status IN ('LEASED', 'IN_PROGRESS', 'COMMITTED') AND claimed_at >= $2", p.name, p.started)
 	require.NoError(q.t, err)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(q.t, err)
@@ -453,7 +453,7 @@ func (q rtQueries) anyLive(ids []string) bool {
 func (q rtQueries) stuck(worker string) bool {
 	q.t.Helper()
 	var k int
-	require.NoError(q.t, q.pool.QueryRow(q.ctx, `SELECT count(*) FROM `+q.schema+`.executions x JOIN `+q.schema+`.jobs j ON j.id = x.job_id
+	require.NoError(q.t, q.pool.QueryRow(q.ctx, `SELECT count(*) FROM `+execRows(q.schema)+` x JOIN `+q.schema+`.jobs j ON j.id = x.job_id
 		WHERE x.owner = $1 AND x.status IN ('LEASED', 'IN_PROGRESS') AND x.attempt = 1 AND j.payload = 'slow'::bytea`, worker).Scan(&k))
 	return k > 0
 }
@@ -471,7 +471,7 @@ func (q rtQueries) held(names []string) []int {
 // ends returns how each of the executions ids ended.
 func (q rtQueries) ends(ids []string) map[string]string {
 	q.t.Helper()
-	rows, err := q.pool.Query(q.ctx, "SELECT id::text, status, error FROM "+q.schema+".executions WHERE id::text = ANY($1)", ids)
+	rows, err := q.pool.Query(q.ctx, "SELECT id::text, status, error FROM "+execRows(q.schema)+" e WHERE id::text = ANY($1)", ids)
 	require.NoError(q.t, err)
 	out := make(map[string]string, len(ids))
 	for rows.Next() {
@@ -487,7 +487,7 @@ func (q rtQueries) ends(ids []string) map[string]string {
 // allEnds counts every execution by how it ended.
 func (q rtQueries) allEnds() map[string]int {
 	q.t.Helper()
-	rows, err := q.pool.Query(q.ctx, "SELECT status, error, count(*) FROM "+q.schema+".executions GROUP BY status, error")
+	rows, err := q.pool.Query(q.ctx, "SELECT status, error, count(*) FROM "+execRows(q.schema)+" e GROUP BY status, error")
 	require.NoError(q.t, err)
 	out := make(map[string]int)
 	for rows.Next() {

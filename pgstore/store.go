@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -314,8 +315,24 @@ func (s *Store) exists(ctx context.Context, what string, id uuid.UUID) error {
 }
 
 // Executions implements jobstate.Store.
+// The executions are read from the job's row: ErrNotFound when there is
+// none.
 func (s *Store) Executions(ctx context.Context, id uuid.UUID) ([]jobstate.Execution, error) {
-	return readOf(ctx, s, "executions", s.sql.execs, id, scanExecs)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var data []byte
+	if err := s.q(ctx).QueryRow(ctx, s.sql.execs, id).Scan(&data); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
+		}
+		return nil, s.fail(ctx, "executions", err)
+	}
+	xs, err := decExecs(id, data)
+	if err != nil {
+		return nil, s.fail(ctx, "executions", err)
+	}
+	return xs, nil
 }
 
 // History implements jobstate.Store.
@@ -475,38 +492,36 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, er
 
 // statements are the store's SQL, with its schema's tables.
 type statements struct {
-	channel                                       string
-	get, exists, execs, history, effects, count   string
-	staleAny, staleMachine, dueAny, dueMachines   string
-	prune                                         string
-	lock, lockNowait, snapExecs, snapEffects      string
-	lockMany                                      string
-	updateMany, insertTransitions                 string
-	insertExecs, updateExecs, insertEffects       string
-	keyLock, holder, insertJob, updateJob         string
-	insertTransition, insertExec, updateExec      string
-	insertEffect                                  string
-	takeKey, notify, claim, claimExecs, claimEffs string
-	list                                          string
-	claimKeyed, keyWait, keyLive, heads           string
+	channel                                      string
+	get, exists, execs, history, effects, count  string
+	staleAny, staleMachine, dueAny, dueMachines  string
+	prune                                        string
+	lock, snapEffects                            string
+	lockMany                                     string
+	updateMany, insertTransitions, insertEffects string
+	keyLock, holder, insertJob, updateJob        string
+	insertTransition, insertEffect               string
+	takeKey, notify, claim, claimEffs            string
+	list                                         string
+	claimKeyed, keyWait, keyLive, heads          string
 }
 
 func newStatements(schema string) statements {
 	r := strings.NewReplacer(
 		"{jobs}", pgx.Identifier{schema, "jobs"}.Sanitize(),
-		"{executions}", pgx.Identifier{schema, "executions"}.Sanitize(),
 		"{transitions}", pgx.Identifier{schema, "transitions"}.Sanitize(),
 		"{effects}", pgx.Identifier{schema, "effects"}.Sanitize(),
 		"{keys}", pgx.Identifier{schema, "idempotency_keys"}.Sanitize(),
 		"{heads}", pgx.Identifier{schema, "key_heads"}.Sanitize(),
 		"{job}", jobColumns,
 		"{jjob}", qualified("j", jobColumns),
-		"{exec}", execColumns,
+		"{snap}", snapColumns,
+		"{jsnap}", qualified("j", snapColumns),
 		"{transition}", transitionColumns,
 		"{effect}", effectColumns,
 	)
 	// An update sends the payload and result only when they changed
-	// ($52, $53): a large payload crosses the network once. The
+	// ($53, $54): a large payload crosses the network once. The
 	// concurrency key is set at creation and never changed
 	// (jobstate.CheckWrite refuses a write changing it): the update
 	// compares it ($48) instead of writing it.
@@ -515,9 +530,11 @@ func newStatements(schema string) statements {
 		switch c = strings.TrimSpace(c); c {
 		case "id", "concurrency_key":
 		case "payload":
-			set = append(set, fmt.Sprintf("payload = CASE WHEN $52 THEN $%d ELSE payload END", i+1))
+			set = append(set, fmt.Sprintf("payload = CASE WHEN $53 THEN $%d ELSE payload END", i+1))
 		case "result":
-			set = append(set, fmt.Sprintf("result = CASE WHEN $53 THEN $%d ELSE result END", i+1))
+			set = append(set, fmt.Sprintf("result = CASE WHEN $54 THEN $%d ELSE result END", i+1))
+		case "execs":
+			set = append(set, fmt.Sprintf("execs = $%d::text::jsonb", i+1))
 		default:
 			set = append(set, fmt.Sprintf("%s = $%d", c, i+1))
 		}
@@ -525,16 +542,15 @@ func newStatements(schema string) statements {
 	// A write returns the row without its payload and result, which are
 	// the ones written (or, unchanged, the ones read).
 	noBlobs := strings.Replace(jobColumns, "payload, result", "NULL::bytea, NULL::bytea", 1)
-	updateMany, insertTransitions, insertExecs, updateExecs, insertEffects := multiStatements(r)
+	updateMany, insertTransitions, insertEffects := multiStatements(r)
 	claimKeyed, keyWait, keyLive := keyStatements(r)
 	return statements{
 		claimKeyed: claimKeyed, keyWait: keyWait, keyLive: keyLive, heads: headStatement(r),
 		updateMany: updateMany, insertTransitions: insertTransitions, insertEffects: insertEffects,
-		insertExecs: insertExecs, updateExecs: updateExecs,
 		channel:      channelName(schema),
 		get:          r.Replace(`SELECT {job} FROM {jobs} WHERE id = $1`),
 		exists:       r.Replace(`SELECT EXISTS (SELECT 1 FROM {jobs} WHERE id = $1)`),
-		execs:        r.Replace(`SELECT {exec} FROM {executions} WHERE job_id = $1 ORDER BY attempt, seq`),
+		execs:        r.Replace(`SELECT execs FROM {jobs} WHERE id = $1`),
 		history:      r.Replace(`SELECT {transition} FROM {transitions} WHERE job_id = $1 ORDER BY version`),
 		effects:      r.Replace(`SELECT {effect} FROM {effects} WHERE job_id = $1 ORDER BY seq`),
 		count:        r.Replace(`SELECT state, count(*) FROM {jobs} WHERE machine = $1 GROUP BY state`),
@@ -555,16 +571,13 @@ func newStatements(schema string) statements {
 		prune: r.Replace(`WITH s AS MATERIALIZED (SELECT id FROM {jobs} WHERE kind = 'terminal' AND (completed_at, completed_ns) < ($1, $2)
  ORDER BY completed_at, completed_ns, id LIMIT $3 FOR UPDATE SKIP LOCKED),
  d AS (DELETE FROM {jobs} j USING s WHERE j.id = s.id RETURNING j.id),
- e AS (DELETE FROM {executions} x USING d WHERE x.job_id = d.id),
  t AS (DELETE FROM {transitions} x USING d WHERE x.job_id = d.id),
  f AS (DELETE FROM {effects} x USING d WHERE x.job_id = d.id),
  k AS (DELETE FROM {keys} x USING d WHERE x.job_id = d.id)
 SELECT count(*) FROM d`),
-		lock: r.Replace(`SELECT {job} FROM {jobs} WHERE id = $1 FOR NO KEY UPDATE`),
-		lockMany: r.Replace(`WITH c AS MATERIALIZED (SELECT {job} FROM {jobs} WHERE id = ANY ($1) FOR NO KEY UPDATE SKIP LOCKED)
+		lock: r.Replace(`SELECT {snap} FROM {jobs} WHERE id = $1 FOR NO KEY UPDATE`),
+		lockMany: r.Replace(`WITH c AS MATERIALIZED (SELECT {snap} FROM {jobs} WHERE id = ANY ($1) FOR NO KEY UPDATE SKIP LOCKED)
 SELECT c.* FROM c WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::text, true) FROM c) IS NOT NULL`),
-		lockNowait:  r.Replace(`SELECT {job} FROM {jobs} WHERE id = $1 FOR NO KEY UPDATE NOWAIT`),
-		snapExecs:   r.Replace(`SELECT {exec} FROM {executions} WHERE job_id = $1 ORDER BY attempt, seq`),
 		snapEffects: r.Replace(`SELECT job_id, {effect} FROM {effects} WHERE job_id = $1 ORDER BY seq`),
 		keyLock:     `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
 		holder:      r.Replace(`SELECT {job} FROM {jobs} WHERE id = (SELECT job_id FROM {keys} WHERE machine = $1 AND key = $2)`),
@@ -573,23 +586,13 @@ SELECT c.* FROM c WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::te
 		// COMMIT: a duplicate id fails the insert (jobs_pkey), and an
 		// update that found no row at the version read fails its
 		// statement (a division by zero).
-		insertJob: r.Replace(`INSERT INTO {jobs} (` + jobWriteColumns + `) VALUES (` + jobPlaceholders + `)
+		insertJob: r.Replace(`INSERT INTO {jobs} (` + jobWriteColumns + `) VALUES (` + jobPlaceholders + `::text::jsonb)
  RETURNING ` + noBlobs),
 		updateJob: r.Replace(`WITH u AS (UPDATE {jobs} SET ` + strings.Join(set, ", ") + `
- WHERE id = $1 AND version = $51 AND concurrency_key = $48 RETURNING 1)
+ WHERE id = $1 AND version = $52 AND concurrency_key = $48 RETURNING 1)
 SELECT 1 / count(*) FROM u`),
 		insertTransition: r.Replace(`INSERT INTO {transitions} ({transition}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
-		// An execution the job had is updated (guarded as the job's
-		// update is), a new one inserted: a commit updates the row its
-		// claim inserted.
-		insertExec: r.Replace(`INSERT INTO {executions} ({exec}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`),
-		updateExec: r.Replace(`WITH u AS (UPDATE {executions} SET attempt = $3, owner = $4, status = $5,
- lease_expires_at = $6, lease_expires_ns = $7, heartbeat_at = $8, heartbeat_ns = $9,
- claimed_at = $10, claimed_ns = $11, started_at = $12, started_ns = $13,
- finished_at = $14, finished_ns = $15, error = $16
- WHERE job_id = $1 AND id = $2 RETURNING 1)
-SELECT 1 / count(*) FROM u`),
-		insertEffect: r.Replace(`INSERT INTO {effects} (job_id, {effect}) VALUES ($1, $2, $3, $4, $5, $6)`),
+		insertEffect:     r.Replace(`INSERT INTO {effects} (job_id, {effect}) VALUES ($1, $2, $3, $4, $5, $6)`),
 		takeKey: r.Replace(`INSERT INTO {keys} (machine, key, job_id) VALUES ($1, $2, $3)
  ON CONFLICT (machine, key) DO UPDATE SET job_id = EXCLUDED.job_id`),
 		notify: `SELECT pg_notify($1, $2)`,
@@ -602,8 +605,6 @@ SELECT 1 / count(*) FROM u`),
 		// right after a bulk load or a truncation would make the planner
 		// prefer a sequential scan, whose visibility checks then cost
 		// milliseconds under concurrent writes.
-		claimExecs: r.Replace(`SELECT e.* FROM unnest(nullif(current_setting($1, true), '')::uuid[]) AS c(id)
- CROSS JOIN LATERAL (SELECT {exec} FROM {executions} x WHERE x.job_id = c.id ORDER BY attempt, seq) e`),
 		claimEffs: r.Replace(`SELECT e.* FROM unnest(nullif(current_setting($1, true), '')::uuid[]) AS c(id)
  CROSS JOIN LATERAL (SELECT job_id, {effect} FROM {effects} f WHERE f.job_id = c.id ORDER BY seq) e`),
 		list: r.Replace(`SELECT {job} FROM {jobs}`),

@@ -52,7 +52,7 @@ func TestWrapErrClassifies(t *testing.T) {
 		plain                      // wrapped, no sentinel of this mapping
 	)
 	pg := func(code string) error { return &pgconn.PgError{Severity: "FATAL", Code: code} }
-	conflict := &pgconn.PgError{Code: "23505", ConstraintName: "executions_one_commit"}
+	conflict := &pgconn.PgError{Code: "23514", ConstraintName: "jobs_one_commit"}
 	reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 	connect := connectError(t)

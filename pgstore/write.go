@@ -121,7 +121,7 @@ func (s *Store) updateAlone(ctx context.Context, id uuid.UUID, fn jobstate.Updat
 	err := s.inTx(ctx, "update", func(tx *connTx) (*pgx.Batch, error) {
 		snaps, err := s.loadSnapshots(ctx, tx, snapshotQuery{
 			lock: s.sql.lock, lockArgs: []any{id},
-			execs: s.sql.snapExecs, effects: s.sql.snapEffects, readArgs: []any{id},
+			effects: s.sql.snapEffects, readArgs: []any{id},
 		})
 		if err != nil {
 			return nil, s.fail(ctx, "update: locking the job", err)
@@ -138,17 +138,17 @@ func (s *Store) updateAlone(ctx context.Context, id uuid.UUID, fn jobstate.Updat
 }
 
 // snapshotQuery is what loadSnapshots sends: a statement that locks jobs
-// (the job of an Update, a claim's candidates, a group's jobs), then the
-// reads of their executions and effects, later statements of the same
-// batch, which therefore run once the locks are granted and see what the
-// previous holders committed. The three are planned without regard to
-// statistics (pinPlans).
+// (the job of an Update, a claim's candidates, a group's jobs) and reads
+// them with their executions (snapColumns), then the read of their
+// effects, a later statement of the same batch, which therefore runs
+// once the locks are granted and sees what the previous holders
+// committed. Both are planned without regard to statistics (pinPlans).
 type snapshotQuery struct {
-	prefix         string // a statement sent first ("": none)
-	lock           string
-	lockArgs       []any
-	execs, effects string // each row led by its job's id
-	readArgs       []any
+	prefix   string // a statement sent first ("": none)
+	lock     string
+	lockArgs []any
+	effects  string // each row led by its job's id
+	readArgs []any
 }
 
 // loadSnapshots runs sq in one round trip on q and returns the snapshots
@@ -162,7 +162,6 @@ func (s *Store) loadSnapshots(ctx context.Context, q querier, sq snapshotQuery) 
 	p := plansOf(q)
 	pinned := p.pin(b)
 	b.Queue(sq.lock, sq.lockArgs...)
-	b.Queue(sq.execs, sq.readArgs...)
 	b.Queue(sq.effects, sq.readArgs...)
 	restored := p.unpin(b, pinned)
 	br := q.SendBatch(ctx, b)
@@ -192,27 +191,13 @@ func readSnapshots(br pgx.BatchResults, prefix, pinned, restored bool) ([]jobsta
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := scanJobs(rows)
+	snaps, err := scanSnapshots(rows)
 	if err != nil {
 		return nil, err
 	}
-	at := make(map[uuid.UUID]int, len(jobs))
-	snaps := make([]jobstate.Snapshot, len(jobs))
-	for i, j := range jobs {
-		at[j.ID] = i
-		snaps[i].Job = j
-	}
-	if rows, err = br.Query(); err != nil {
-		return nil, err
-	}
-	execs, err := scanExecs(rows)
-	if err != nil {
-		return nil, err
-	}
-	for _, x := range execs {
-		if i, ok := at[x.JobID]; ok {
-			snaps[i].Executions = append(snaps[i].Executions, x)
-		}
+	at := make(map[uuid.UUID]int, len(snaps))
+	for i := range snaps {
+		at[snaps[i].Job.ID] = i
 	}
 	if rows, err = br.Query(); err != nil {
 		return nil, err
@@ -278,25 +263,22 @@ func (s *Store) stage(p *plans, snap *jobstate.Snapshot, w *jobstate.Write, out 
 		return err
 	}
 	if many != nil {
-		ok, err := many.add(cur, snap.Executions, w, out)
-		if err != nil || ok {
-			return err
-		}
+		return many.add(cur, snap.Executions, w, out)
 	}
 	return s.queueWrite(b, p, cur, snap.Executions, w, out)
 }
 
-// queueWrite queues the statements of w on b: the job (inserted when cur
-// is nil, else updated under cur's version), its transitions, executions
-// (inserted, or updated when known, the executions the job had, names
-// them) and effects, the recomputation of the heads of its concurrency
+// queueWrite queues the statements of w on b: the job with its
+// executions (known, the executions it had, with w's replacing or added:
+// mergeExecs), inserted when cur is nil, else updated under cur's
+// version; its transitions and effects; the recomputation of the heads of its concurrency
 // key when it changes them (queueHeads), and the notification of a job
 // left ready. The job as written is scanned into *out when the batch runs. An update's
 // statements are planned without regard to statistics: pinPlans is queued
 // in front of them unless p, the plans of the transaction b is sent in,
 // are pinned already (plans.pin).
 func (s *Store) queueWrite(b *pgx.Batch, p *plans, cur *jobstate.Job, known []jobstate.Execution, w *jobstate.Write, out *jobstate.Job) error {
-	args, err := jobArgs(&w.Job)
+	args, err := jobArgs(&w.Job, mergeExecs(known, w.Executions))
 	if err != nil {
 		return err
 	}
@@ -342,14 +324,6 @@ func (s *Store) queueWrite(b *pgx.Batch, p *plans, cur *jobstate.Job, known []jo
 	for i := range w.Transitions {
 		b.Queue(s.sql.insertTransition, transitionArgs(id, &w.Transitions[i])...)
 	}
-	for i := range w.Executions {
-		x := &w.Executions[i]
-		if hasExec(known, x.ID) || hasExec(w.Executions[:i], x.ID) {
-			b.Queue(s.sql.updateExec, execArgs(id, x)...)
-		} else {
-			b.Queue(s.sql.insertExec, execArgs(id, x)...)
-		}
-	}
 	for i := range w.Effects {
 		b.Queue(s.sql.insertEffect, effectArgs(id, &w.Effects[i])...)
 	}
@@ -359,16 +333,6 @@ func (s *Store) queueWrite(b *pgx.Batch, p *plans, cur *jobstate.Job, known []jo
 		b.Queue(s.sql.notify, s.sql.channel, notifyPayload(w.Job.Machine))
 	}
 	return nil
-}
-
-// hasExec reports whether xs holds the execution id.
-func hasExec(xs []jobstate.Execution, id uuid.UUID) bool {
-	for i := range xs {
-		if xs[i].ID == id {
-			return true
-		}
-	}
-	return false
 }
 
 // unchangedBlobs leaves out of args (jobArgs of a write over cur) the

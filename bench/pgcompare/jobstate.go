@@ -75,7 +75,7 @@ func (j *js) close() {
 
 func (j *js) reset(ctx context.Context) error {
 	s := jsSchema + "."
-	_, err := j.pool.Exec(ctx, "TRUNCATE "+s+"jobs, "+s+"executions, "+s+"transitions, "+s+"effects, "+s+"idempotency_keys")
+	_, err := j.pool.Exec(ctx, "TRUNCATE "+s+"jobs, "+s+"transitions, "+s+"effects, "+s+"idempotency_keys")
 	return err
 }
 

@@ -351,31 +351,6 @@ func run(ctx context.Context, c config) error {
 		rep.printf("\n")
 	}
 
-	if c.sections["explain"] {
-		var id string
-		if err := j.pool.QueryRow(ctx, "SELECT job_id::text FROM "+jsSchema+".executions LIMIT 1").Scan(&id); err != nil {
-			return err
-		}
-		tx, err := j.pool.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback(ctx)
-		if _, err := tx.Exec(ctx, "SELECT set_config('jobstate.claimed', $1, true)", "{"+id+"}"); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, "EXPLAIN ANALYZE SELECT * FROM "+jsSchema+".executions WHERE job_id = ANY (nullif(current_setting('jobstate.claimed', true), '')::uuid[]) ORDER BY job_id, attempt, seq")
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var l string
-			_ = rows.Scan(&l)
-			fmt.Println(l)
-		}
-		rows.Close()
-	}
-
 	if c.sections["insert"] {
 		rep.printf("## Inserts per second\n\n")
 		rep.printf("| how | jobs | jobstate | river | jobstate/river |\n|---|---:|---:|---:|---:|\n")

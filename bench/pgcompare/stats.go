@@ -21,7 +21,7 @@ func hotUpdates(ctx context.Context, rep *report, js, rv *pgxpool.Pool) error {
 		name   string
 		pool   *pgxpool.Pool
 		tables []string
-	}{{"jobstate", js, []string{jsSchema + ".jobs", jsSchema + ".executions"}}, {"river", rv, []string{"public.river_job"}}} {
+	}{{"jobstate", js, []string{jsSchema + ".jobs"}}, {"river", rv, []string{"public.river_job"}}} {
 		for _, tbl := range lib.tables {
 			var upd, hot int64
 			if err := lib.pool.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables

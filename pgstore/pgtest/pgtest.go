@@ -251,7 +251,7 @@ func (st *state) recycle(t testing.TB, name string) {
 	}
 	// Every table is emptied (the schema has no foreign keys to cascade).
 	var tables []string
-	for _, table := range []string{"jobs", "executions", "transitions", "effects", "idempotency_keys", "key_heads"} {
+	for _, table := range []string{"jobs", "transitions", "effects", "idempotency_keys", "key_heads"} {
 		tables = append(tables, name+"."+table)
 	}
 	if _, err := st.pool.Exec(ctx, `DELETE FROM `+strings.Join(tables, `; DELETE FROM `)); err != nil {

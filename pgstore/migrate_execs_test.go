@@ -1,0 +1,201 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/pgstore"
+	"github.com/jobstate/jobstate/pgstore/pgtest"
+)
+
+// TestMigrateFromVersion5: a schema written by version 5 (executions in
+// a table of their own), holding jobs in every state an execution can
+// leave them (leased, started, committed, done, failed, retried after
+// errors and lapsed leases, snoozed, redriven, never claimed), at
+// instants with nanoseconds, is brought to version 6: every
+// job reads back as it was, with its executions (order, statuses,
+// errors, owners and every instant to the nanosecond), history and
+// effects; the one-commit rule holds in the new rows; and every job runs
+// to its end.
+func TestMigrateFromVersion5(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	schema, src := olderSchema(t, pool, "_v5", 5)
+	clock := jobstate.NewManualClock(epoch.Add(123 * time.Nanosecond))
+	open := func(schema string) (*pgstore.Store, *jobstate.Engine) {
+		store, err := pgstore.New(pool, pgstore.Options{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(store.Close)
+		return store, keyedEngine(t, store, clock)
+	}
+	_, eng := open(src)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	tick := func() { clock.Advance(time.Millisecond + 7*time.Nanosecond) }
+	var all []uuid.UUID
+	create := func(key string) uuid.UUID {
+		t.Helper()
+		tick()
+		c, err := eng.Create(ctx, jobstate.NewJob{Machine: "free", ConcurrencyKey: key})
+		must(err)
+		all = append(all, c.Job.ID)
+		return c.Job.ID
+	}
+	claim := func(id uuid.UUID, worker string) jobstate.Lease {
+		t.Helper()
+		tick()
+		c, err := eng.ClaimJob(ctx, id, jobstate.ClaimRequest{Machine: "free", Worker: worker})
+		must(err)
+		tick()
+		return c.Lease
+	}
+	var open5 []jobstate.Lease // leases left live in version 5
+
+	// Never claimed; leased; started.
+	create("")
+	open5 = append(open5, claim(create(""), "w-leased"))
+	l := claim(create("k"), "w-started")
+	_, err := eng.Start(ctx, l)
+	must(err)
+	open5 = append(open5, l)
+	// Committed, and done.
+	l = claim(create(""), "w-committed")
+	_, err = eng.Commit(ctx, l, jobstate.CommitInput{Result: []byte("half")})
+	must(err)
+	open5 = append(open5, l)
+	l = claim(create("k"), "w-done")
+	_, err = eng.Succeed(ctx, l, jobstate.CommitInput{Result: []byte("all")})
+	must(err)
+	// Failed for good; failed, then redriven (an effect recorded); retried twice (an error, then a lapsed lease
+	// swept), then leased again; snoozed.
+	l = claim(create(""), "w-failed")
+	_, err = eng.Fail(ctx, l, jobstate.Permanent(errors.New("broken input")))
+	must(err)
+	redriven := create("")
+	_, err = eng.Fail(ctx, claim(redriven, "w-redriven"), jobstate.Permanent(errors.New("bad config")))
+	must(err)
+	_, err = eng.Redrive(ctx, redriven, jobstate.Call{Actor: "ops", Reason: "config fixed"})
+	must(err)
+	retried := create("")
+	_, err = eng.Fail(ctx, claim(retried, "w-r1"), errors.New("flaky"))
+	must(err)
+	clock.Advance(time.Hour)
+	_, err = eng.Sweep(ctx)
+	must(err)
+	claim(retried, "w-r2")
+	clock.Advance(time.Hour)
+	_, err = eng.Sweep(ctx)
+	must(err)
+	clock.Advance(time.Hour)
+	_, err = eng.Sweep(ctx)
+	must(err)
+	open5 = append(open5, claim(retried, "w-r3"))
+	l = claim(create(""), "w-snoozed")
+	_, err = eng.Snooze(ctx, l, time.Minute)
+	must(err)
+
+	type record struct {
+		job     jobstate.Job
+		execs   []jobstate.Execution
+		history []jobstate.Transition
+		effects []jobstate.EffectRecord
+	}
+	read := func(eng *jobstate.Engine) map[uuid.UUID]record {
+		out := map[uuid.UUID]record{}
+		for _, id := range all {
+			var r record
+			var err error
+			r.job, err = eng.Get(ctx, id)
+			must(err)
+			r.execs, err = eng.Executions(ctx, id)
+			must(err)
+			r.history, err = eng.History(ctx, id)
+			must(err)
+			r.effects, err = eng.Effects(ctx, id)
+			must(err)
+			out[id] = r
+		}
+		return out
+	}
+	before := read(eng)
+	var execs, nanos int
+	for _, r := range before {
+		execs += len(r.execs)
+		for _, x := range r.execs {
+			if x.ClaimedAt.Nanosecond()%1000 != 0 {
+				nanos++
+			}
+		}
+	}
+	if execs < 10 || nanos == 0 {
+		t.Fatalf("the jobs hold %d executions, %d claimed at an instant with nanoseconds", execs, nanos)
+	}
+
+	copyRows(t, pool, src, schema)
+	applied, err := pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
+	must(err)
+	if !reflect.DeepEqual(applied, []int{6}) {
+		t.Fatalf("applied %v, want [6]", applied)
+	}
+	var tables int
+	must(pool.QueryRow(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'executions'", schema).Scan(&tables))
+	if tables != 0 {
+		t.Fatal("the table of executions is left after the migration")
+	}
+
+	_, eng = open(schema)
+	after := read(eng)
+	for id, want := range before {
+		if got := after[id]; !reflect.DeepEqual(want, got) {
+			t.Errorf("job %s does not read back as it was:\nbefore %+v\nafter  %+v", id, want, got)
+		}
+	}
+	// A second commit is refused by the database in the migrated rows too.
+	_, err = pool.Exec(ctx, "UPDATE "+schema+".jobs SET execs = execs || jsonb_build_object('id', gen_random_uuid(), 'attempt', 99, 'status', 'DONE') WHERE id = $1", all[3])
+	if err == nil {
+		t.Fatal("a second commit was written")
+	}
+
+	// Every job runs to its end: a lease still live ends now, one that
+	// lapsed meanwhile is swept and its job claimed again.
+	for _, l := range open5 {
+		if _, err := eng.Succeed(ctx, l, jobstate.CommitInput{}); err != nil && !errors.Is(err, jobstate.ErrLeaseLost) {
+			if _, ferr := eng.Finish(ctx, l); ferr != nil {
+				t.Fatalf("ending a lease: %v, %v", err, ferr)
+			}
+		}
+	}
+	for round := 0; round < 3; round++ {
+		clock.Advance(24 * time.Hour)
+		_, err = eng.Sweep(ctx)
+		must(err)
+		for {
+			c, err := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "free", Worker: "w"})
+			if errors.Is(err, jobstate.ErrNoJob) {
+				break
+			}
+			must(err)
+			_, err = eng.Succeed(ctx, c.Lease, jobstate.CommitInput{})
+			must(err)
+		}
+	}
+	for _, id := range all {
+		j, err := eng.Get(ctx, id)
+		must(err)
+		if j.Kind != jobstate.KindTerminal {
+			t.Errorf("job %s is %s, not at its end: %+v", id, j.State, j)
+		}
+	}
+}
