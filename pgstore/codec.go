@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -230,16 +232,16 @@ func scanJobs(rows pgx.Rows) ([]jobstate.Job, error) {
 
 // execJSON is one execution as jobs.execs holds it.
 type execJSON struct {
-	ID             uuid.UUID `json:"id"`
-	Attempt        int       `json:"attempt"`
-	Owner          string    `json:"owner,omitempty"`
-	Status         string    `json:"status"`
-	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
-	HeartbeatAt    time.Time `json:"heartbeat_at,omitzero"`
-	ClaimedAt      time.Time `json:"claimed_at,omitzero"`
-	StartedAt      time.Time `json:"started_at,omitzero"`
-	FinishedAt     time.Time `json:"finished_at,omitzero"`
-	Error          string    `json:"error,omitempty"`
+	ID             uuid.UUID  `json:"id"`
+	Attempt        int        `json:"attempt"`
+	Owner          string     `json:"owner,omitempty"`
+	Status         string     `json:"status"`
+	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+	HeartbeatAt    *time.Time `json:"heartbeat_at,omitempty"`
+	ClaimedAt      *time.Time `json:"claimed_at,omitempty"`
+	StartedAt      *time.Time `json:"started_at,omitempty"`
+	FinishedAt     *time.Time `json:"finished_at,omitempty"`
+	Error          string     `json:"error,omitempty"`
 }
 
 // mergeExecs returns the executions of a job after a write: known (the
@@ -259,10 +261,17 @@ func mergeExecs(known, written []jobstate.Execution) []jobstate.Execution {
 	return out
 }
 
-// encExecs returns the JSON text of jobs.execs for xs.
+// encExecs returns the JSON text of jobs.execs for xs. A text that is not
+// valid UTF-8 or holds a NUL character is refused (ErrInvalidArgument),
+// as the server refuses it in a text column: JSON would change it.
 func encExecs(xs []jobstate.Execution) (string, error) {
 	list := make([]execJSON, len(xs))
 	for i, x := range xs {
+		for _, text := range []string{x.Owner, x.Error, string(x.Status)} {
+			if !utf8.ValidString(text) || strings.IndexByte(text, 0) >= 0 {
+				return "", fmt.Errorf("%w: execution %s: a text that is not valid UTF-8 or holds a NUL character", jobstate.ErrInvalidArgument, x.ID)
+			}
+		}
 		list[i] = execJSON{
 			ID: x.ID, Attempt: x.Attempt, Owner: x.Owner, Status: string(x.Status),
 			LeaseExpiresAt: utc(x.LeaseExpiresAt), HeartbeatAt: utc(x.HeartbeatAt), ClaimedAt: utc(x.ClaimedAt),
@@ -276,12 +285,21 @@ func encExecs(xs []jobstate.Execution) (string, error) {
 	return string(b), nil
 }
 
-// utc is t in UTC, the zero time kept zero.
-func utc(t time.Time) time.Time {
+// utc is t in UTC, nil for the zero time (left out of the list).
+func utc(t time.Time) *time.Time {
 	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// instant is what utc encoded: the zero time for nil.
+func instant(t *time.Time) time.Time {
+	if t == nil {
 		return time.Time{}
 	}
-	return t.UTC()
+	return *t
 }
 
 // decExecs reads jobs.execs of the job id.
@@ -297,8 +315,8 @@ func decExecs(id uuid.UUID, data []byte) ([]jobstate.Execution, error) {
 	for i, x := range list {
 		out[i] = jobstate.Execution{
 			ID: x.ID, JobID: id, Attempt: x.Attempt, Owner: x.Owner, Status: jobstate.ExecStatus(x.Status),
-			LeaseExpiresAt: x.LeaseExpiresAt, HeartbeatAt: x.HeartbeatAt, ClaimedAt: x.ClaimedAt,
-			StartedAt: x.StartedAt, FinishedAt: x.FinishedAt, Error: x.Error,
+			LeaseExpiresAt: instant(x.LeaseExpiresAt), HeartbeatAt: instant(x.HeartbeatAt), ClaimedAt: instant(x.ClaimedAt),
+			StartedAt: instant(x.StartedAt), FinishedAt: instant(x.FinishedAt), Error: x.Error,
 		}
 	}
 	return out, nil
