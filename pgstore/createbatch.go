@@ -15,12 +15,13 @@ import (
 // inserts n new jobs without idempotency keys in one transaction. fn is
 // called for i = 0 … n-1 inside it, with a context that carries the
 // transaction (Tx) as Create's function's does, so that creation effects
-// can write through it; then the jobs and their history go to the server
-// with COPY (naming only the columns some job sets to another value than
-// the column's default), their executions and effects (rare at creation)
-// with INSERTs, the recomputation of the heads of the concurrency keys of
-// the ready jobs with one (queueHeads), and the COMMIT. Either every job is created or,
-// with an error, none is; fn's error is returned as it is.
+// can write through it; then the jobs (each with its executions, rare at
+// creation) and their history go to the server with COPY (naming only
+// the columns some job sets to another value than the column's default),
+// their effects (rare too) with INSERTs, the recomputation of the heads
+// of the concurrency keys of the ready jobs with one (queueHeads), and
+// the COMMIT. Either every job is created or, with an error, none is;
+// fn's error is returned as it is.
 //
 // Each Write is a new job as a CreateFunc returns it: a new ID, Version
 // >= 1, and its transitions. A duplicate id fails the batch with

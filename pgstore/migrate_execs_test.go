@@ -28,14 +28,7 @@ func TestMigrateFromVersion5(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema, src := olderSchema(t, pool, "_v5", 5)
 	clock := jobstate.NewManualClock(epoch.Add(123 * time.Nanosecond))
-	open := func(schema string) (*pgstore.Store, *jobstate.Engine) {
-		store, err := pgstore.New(pool, pgstore.Options{Schema: schema})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(store.Close)
-		return store, keyedEngine(t, store, clock)
-	}
+	open := keyedOpener(t, pool, clock)
 	_, eng := open(src)
 	must := func(err error) {
 		t.Helper()
@@ -106,30 +99,7 @@ func TestMigrateFromVersion5(t *testing.T) {
 	_, err = eng.Snooze(ctx, l, time.Minute)
 	must(err)
 
-	type record struct {
-		job     jobstate.Job
-		execs   []jobstate.Execution
-		history []jobstate.Transition
-		effects []jobstate.EffectRecord
-	}
-	read := func(eng *jobstate.Engine) map[uuid.UUID]record {
-		out := map[uuid.UUID]record{}
-		for _, id := range all {
-			var r record
-			var err error
-			r.job, err = eng.Get(ctx, id)
-			must(err)
-			r.execs, err = eng.Executions(ctx, id)
-			must(err)
-			r.history, err = eng.History(ctx, id)
-			must(err)
-			r.effects, err = eng.Effects(ctx, id)
-			must(err)
-			out[id] = r
-		}
-		return out
-	}
-	before := read(eng)
+	before := readRecords(t, eng.Store(), all)
 	var execs, nanos int
 	for _, r := range before {
 		execs += len(r.execs)
@@ -156,7 +126,7 @@ func TestMigrateFromVersion5(t *testing.T) {
 	}
 
 	_, eng = open(schema)
-	after := read(eng)
+	after := readRecords(t, eng.Store(), all)
 	for id, want := range before {
 		if got := after[id]; !reflect.DeepEqual(want, got) {
 			t.Errorf("job %s does not read back as it was:\nbefore %+v\nafter  %+v", id, want, got)

@@ -27,14 +27,7 @@ func TestMigrateFromVersion4(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema, src := olderSchema(t, pool, "_v4", 4)
 	clock := jobstate.NewManualClock(epoch)
-	open := func(schema string) (*pgstore.Store, *jobstate.Engine) {
-		store, err := pgstore.New(pool, pgstore.Options{Schema: schema})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(store.Close)
-		return store, keyedEngine(t, store, clock)
-	}
+	open := keyedOpener(t, pool, clock)
 	_, eng := open(src)
 	must := func(err error) {
 		t.Helper()

@@ -168,31 +168,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 	ready := create(jobstate.NewJob{Machine: "work", Key: "ready"})
 
 	all := []uuid.UUID{done, failed, retried, committed, leased, later, ready}
-	type record struct {
-		job     jobstate.Job
-		history []jobstate.Transition
-		execs   []jobstate.Execution
-		effects []jobstate.EffectRecord
-	}
-	read := func(eng *jobstate.Engine) map[uuid.UUID]record {
-		out := map[uuid.UUID]record{}
-		store := eng.Store()
-		for _, id := range all {
-			var r record
-			var err error
-			r.job, err = store.Get(ctx, id)
-			require.NoError(t, err)
-			r.history, err = store.History(ctx, id)
-			require.NoError(t, err)
-			r.execs, err = store.Executions(ctx, id)
-			require.NoError(t, err)
-			r.effects, err = store.Effects(ctx, id)
-			require.NoError(t, err)
-			out[id] = r
-		}
-		return out
-	}
-	before := read(eng)
+	before := readRecords(t, eng.Store(), all)
 	states := map[jobstate.State]int{}
 	for _, r := range before {
 		states[r.job.State]++
@@ -212,7 +188,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 	}
 
 	eng = open(schema)
-	assert.Equal(t, before, read(eng), "every job reads back as it was")
+	assert.Equal(t, before, readRecords(t, eng.Store(), all), "every job reads back as it was")
 	for key, id := range map[string]uuid.UUID{"done": done, "failed": failed, "ready": ready} {
 		var holder uuid.UUID
 		require.NoError(t, pool.QueryRow(ctx, "SELECT job_id FROM "+schema+".idempotency_keys WHERE machine = 'work' AND key = $1", key).Scan(&holder))
@@ -331,5 +307,46 @@ func copyExecutions(t *testing.T, pool *pgxpool.Pool, from, to string) {
 				lease, leaseNs, hb, hbNs, claimed, claimedNs, started, startedNs, finished, finishedNs, x.Error)
 			require.NoError(t, err)
 		}
+	}
+}
+
+// jobRecord is all a store holds of one job.
+type jobRecord struct {
+	job     jobstate.Job
+	history []jobstate.Transition
+	execs   []jobstate.Execution
+	effects []jobstate.EffectRecord
+}
+
+// readRecords reads the jobs ids from store, each with its history,
+// executions and effects.
+func readRecords(t *testing.T, store jobstate.Store, ids []uuid.UUID) map[uuid.UUID]jobRecord {
+	t.Helper()
+	ctx := context.Background()
+	out := map[uuid.UUID]jobRecord{}
+	for _, id := range ids {
+		var r jobRecord
+		var err error
+		r.job, err = store.Get(ctx, id)
+		require.NoError(t, err)
+		r.history, err = store.History(ctx, id)
+		require.NoError(t, err)
+		r.execs, err = store.Executions(ctx, id)
+		require.NoError(t, err)
+		r.effects, err = store.Effects(ctx, id)
+		require.NoError(t, err)
+		out[id] = r
+	}
+	return out
+}
+
+// keyedOpener returns what opens a store on a schema of pool, with
+// keyedEngine on clock; the store is closed when the test ends.
+func keyedOpener(t *testing.T, pool *pgxpool.Pool, clock *jobstate.ManualClock) func(schema string) (*pgstore.Store, *jobstate.Engine) {
+	return func(schema string) (*pgstore.Store, *jobstate.Engine) {
+		store, err := pgstore.New(pool, pgstore.Options{Schema: schema})
+		require.NoError(t, err)
+		t.Cleanup(store.Close)
+		return store, keyedEngine(t, store, clock)
 	}
 }
