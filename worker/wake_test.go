@@ -185,6 +185,57 @@ func TestRunSweeps(t *testing.T) {
 	e.AssertHistory(job.ID, "create", "claim", "retry", "requeue", "claim", "succeed")
 }
 
+// TestWakeDuringClaimInFlight: a sweep that makes a job ready wakes the
+// claim loop while a handler goroutine's claim, made before the job was
+// ready and so empty, is still on its way back (its machine's only slot
+// held, and on a store with batch claims the machine's one claim in
+// flight): the loop cannot claim then, and the job is claimed once that
+// claim returns, not at the next poll an hour later.
+func TestWakeDuringClaimInFlight(t *testing.T) {
+	for _, sc := range []struct {
+		name  string
+		store func(*holdingStore) jobstate.Store
+	}{
+		{"one-by-one", func(s *holdingStore) jobstate.Store { return s }},
+		{"batch", func(s *holdingStore) jobstate.Store { return batchHoldingStore{s} }},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			hs := newHoldingStore()
+			clk := jobstatetest.NewClock(jobstatetest.Epoch)
+			obs, finished := finishedJobs()
+			eng, err := jobstate.New(sc.store(hs), jobstate.WithMachines(envtest.Machine()), jobstate.WithClock(clk), obs)
+			require.NoError(t, err)
+			ctx := context.Background()
+			c, err := eng.Create(ctx, jobstate.NewJob{Machine: "queue"})
+			require.NoError(t, err)
+			h := worker.HandlerFunc(func(ctx context.Context, tk *worker.Task) (jobstate.CommitInput, error) {
+				if tk.Lease().Token == 1 {
+					hs.armed.Store(true) // the claim this goroutine makes next is held
+					return jobstate.CommitInput{}, errors.New("timeout")
+				}
+				return ok()
+			})
+			w, err := worker.New(eng, quiet(worker.Handle("queue", h, 1), worker.WithClock(clk),
+				worker.WithPollInterval(time.Hour), worker.WithSweepInterval(envtest.Backoff), worker.WithJitter(0))...)
+			require.NoError(t, err)
+			runCtx, cancel := context.WithCancel(ctx)
+			errc := runWorker(runCtx, w)
+			recv(t, hs.claimed) // the goroutine's claim found nothing; its answer is held
+			hs.armed.Store(false)
+			woke := clk.Now().Add(envtest.Backoff)
+			clk.Advance(envtest.Backoff) // the backoff ends: the sweep requeues the job and wakes the loop
+			waitTimer(t, clk, woke.Add(time.Hour)) // the loop's round is done: it re-armed its poll
+			j, err := eng.Get(ctx, c.Job.ID)
+			require.NoError(t, err)
+			require.Equal(t, jobstate.State("QUEUED"), j.State, "the sweep requeued the job")
+			close(hs.release) // the empty claim returns, and the slot is freed
+			assert.Equal(t, c.Job.ID, recv(t, finished))
+			cancel()
+			require.NoError(t, recv(t, errc))
+		})
+	}
+}
+
 // TestDrainLimit: Drain stops claiming at its limit and says so.
 func TestDrainLimit(t *testing.T) {
 	e := newEnv(t)
