@@ -203,7 +203,13 @@ func TestWakeDuringClaimInFlight(t *testing.T) {
 			hs := newHoldingStore()
 			clk := jobstatetest.NewClock(jobstatetest.Epoch)
 			obs, finished := finishedJobs()
-			eng, err := jobstate.New(sc.store(hs), jobstate.WithMachines(envtest.Machine()), jobstate.WithClock(clk), obs)
+			retried := make(chan struct{}, 1)
+			onRetry := jobstate.WithObserver(func(_ context.Context, _ jobstate.Job, tr jobstate.Transition) {
+				if tr.Event == jobstate.EventRetry {
+					retried <- struct{}{}
+				}
+			})
+			eng, err := jobstate.New(sc.store(hs), jobstate.WithMachines(envtest.Machine()), jobstate.WithClock(clk), obs, onRetry)
 			require.NoError(t, err)
 			ctx := context.Background()
 			c, err := eng.Create(ctx, jobstate.NewJob{Machine: "queue"})
@@ -220,10 +226,12 @@ func TestWakeDuringClaimInFlight(t *testing.T) {
 			require.NoError(t, err)
 			runCtx, cancel := context.WithCancel(ctx)
 			errc := runWorker(runCtx, w)
+			recv(t, retried)    // the first attempt's failure is written (it may be, after the claim below)
 			recv(t, hs.claimed) // the goroutine's claim found nothing; its answer is held
 			hs.armed.Store(false)
+			waitPending(t, clk, 2) // poll and sweep armed: the loop and the sweeper at rest
 			woke := clk.Now().Add(envtest.Backoff)
-			clk.Advance(envtest.Backoff) // the backoff ends: the sweep requeues the job and wakes the loop
+			clk.Advance(envtest.Backoff)           // the backoff ends: the sweep requeues the job and wakes the loop
 			waitTimer(t, clk, woke.Add(time.Hour)) // the loop's round is done: it re-armed its poll
 			j, err := eng.Get(ctx, c.Job.ID)
 			require.NoError(t, err)
