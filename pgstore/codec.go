@@ -261,13 +261,17 @@ func mergeExecs(known, written []jobstate.Execution) []jobstate.Execution {
 	return out
 }
 
-// encExecs returns the JSON text of jobs.execs for xs. A text that is not
-// valid UTF-8 or holds a NUL character is refused (ErrInvalidArgument),
-// as the server refuses it in a text column: JSON would change it.
+// encExecs returns the JSON text of jobs.execs for xs. An unknown status,
+// and an owner or error that is not valid UTF-8 or holds a NUL character,
+// are refused (ErrInvalidArgument), as a text column and its CHECK
+// refused them: JSON would store the one and change the other.
 func encExecs(xs []jobstate.Execution) (string, error) {
 	list := make([]execJSON, len(xs))
 	for i, x := range xs {
-		for _, text := range []string{x.Owner, x.Error, string(x.Status)} {
+		if !x.Status.Live() && !x.Status.Final() {
+			return "", fmt.Errorf("%w: execution %s: unknown status %q", jobstate.ErrInvalidArgument, x.ID, x.Status)
+		}
+		for _, text := range []string{x.Owner, x.Error} {
 			if !utf8.ValidString(text) || strings.IndexByte(text, 0) >= 0 {
 				return "", fmt.Errorf("%w: execution %s: a text that is not valid UTF-8 or holds a NUL character", jobstate.ErrInvalidArgument, x.ID)
 			}

@@ -89,3 +89,14 @@ func TestMergeExecs(t *testing.T) {
 		t.Fatalf("order %v %v %v, want a d c", got[0].ID, got[1].ID, got[2].ID)
 	}
 }
+
+// An execution whose status is none of the five is refused, as the
+// table's CHECK refused it, not stored.
+func TestExecsRefuseUnknownStatus(t *testing.T) {
+	for _, status := range []jobstate.ExecStatus{"", "leased", "RUNNING"} {
+		_, err := encExecs([]jobstate.Execution{{ID: uuid.New(), Attempt: 1, Status: status}})
+		if !errors.Is(err, jobstate.ErrInvalidArgument) {
+			t.Errorf("status %q: error %v, want ErrInvalidArgument", status, err)
+		}
+	}
+}

@@ -102,8 +102,8 @@ func TestMigrateFromVersion5(t *testing.T) {
 	before := readRecords(t, eng.Store(), all)
 	var execs, nanos int
 	for _, r := range before {
-		execs += len(r.execs)
-		for _, x := range r.execs {
+		execs += len(r.Execs)
+		for _, x := range r.Execs {
 			if x.ClaimedAt.Nanosecond()%1000 != 0 {
 				nanos++
 			}

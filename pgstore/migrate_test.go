@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jobstate/jobstate/internal/assert"
+	"github.com/jobstate/jobstate/internal/enginesuite"
 	"github.com/jobstate/jobstate/internal/require"
 
 	"github.com/jobstate/jobstate"
@@ -171,11 +172,11 @@ func TestMigrateFromVersion2(t *testing.T) {
 	before := readRecords(t, eng.Store(), all)
 	states := map[jobstate.State]int{}
 	for _, r := range before {
-		states[r.job.State]++
+		states[r.Job.State]++
 	}
 	require.Equal(t, map[jobstate.State]int{"done": 1, "failed": 1, "queued": 3, "running": 2}, states)
-	require.Len(t, before[done].effects, 1)
-	require.Len(t, before[retried].execs, 1)
+	require.Len(t, before[done].Effects, 1)
+	require.Len(t, before[retried].Execs, 1)
 
 	copyRows(t, pool, src, schema)
 	applied, err := pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
@@ -310,32 +311,13 @@ func copyExecutions(t *testing.T, pool *pgxpool.Pool, from, to string) {
 	}
 }
 
-// jobRecord is all a store holds of one job.
-type jobRecord struct {
-	job     jobstate.Job
-	history []jobstate.Transition
-	execs   []jobstate.Execution
-	effects []jobstate.EffectRecord
-}
-
-// readRecords reads the jobs ids from store, each with its history,
-// executions and effects.
-func readRecords(t *testing.T, store jobstate.Store, ids []uuid.UUID) map[uuid.UUID]jobRecord {
+// readRecords reads everything store holds about each of the jobs ids
+// (enginesuite.Load).
+func readRecords(t *testing.T, store jobstate.Store, ids []uuid.UUID) map[uuid.UUID]enginesuite.State {
 	t.Helper()
-	ctx := context.Background()
-	out := map[uuid.UUID]jobRecord{}
+	out := map[uuid.UUID]enginesuite.State{}
 	for _, id := range ids {
-		var r jobRecord
-		var err error
-		r.job, err = store.Get(ctx, id)
-		require.NoError(t, err)
-		r.history, err = store.History(ctx, id)
-		require.NoError(t, err)
-		r.execs, err = store.Executions(ctx, id)
-		require.NoError(t, err)
-		r.effects, err = store.Effects(ctx, id)
-		require.NoError(t, err)
-		out[id] = r
+		out[id] = enginesuite.Load(t, store, id)
 	}
 	return out
 }

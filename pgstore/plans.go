@@ -163,32 +163,34 @@ type storeSide struct {
 	p *plans
 }
 
-func (s storeSide) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+// hush marks a store statement in flight through the user's
+// transaction until the function it returns is called.
+func (s storeSide) hush() func() {
 	s.p.quiet++
-	defer func() { s.p.quiet-- }()
+	return func() { s.p.quiet-- }
+}
+
+func (s storeSide) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	defer s.hush()()
 	return s.t.Query(ctx, sql, args...)
 }
 
 func (s storeSide) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	s.p.quiet++
-	defer func() { s.p.quiet-- }()
+	defer s.hush()()
 	return s.t.QueryRow(ctx, sql, args...)
 }
 
 func (s storeSide) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	s.p.quiet++
-	defer func() { s.p.quiet-- }()
+	defer s.hush()()
 	return s.t.Exec(ctx, sql, args...)
 }
 
 func (s storeSide) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	s.p.quiet++
-	defer func() { s.p.quiet-- }()
+	defer s.hush()()
 	return s.t.SendBatch(ctx, b)
 }
 
 func (s storeSide) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
-	s.p.quiet++
-	defer func() { s.p.quiet-- }()
+	defer s.hush()()
 	return s.t.CopyFrom(ctx, table, cols, src)
 }

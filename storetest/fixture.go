@@ -7,8 +7,8 @@ import (
 	"github.com/jobstate/jobstate/internal/enginesuite"
 )
 
-// fixture is the engine suite's fixture: an engine over a fresh store
-// with a manual clock.
+// fixture is the engine suite's fixture (an engine over a fresh store
+// with a manual clock), with the helpers of this suite's own tests.
 type fixture struct{ *enginesuite.Fixture }
 
 // newFixture runs the machines of specs (enginesuite.NewFixture). A
