@@ -26,28 +26,54 @@ type BatchClaimer interface {
 	ClaimBatch(ctx context.Context, q ClaimQuery, n int, fn UpdateFunc) ([]Job, error)
 }
 
-// BatchCreator is an optional Store capability: creating many jobs
-// without idempotency keys in one call (in a SQL store, one transaction
-// and COPY). Engine.CreateMany uses it and returns ErrUnsupported without
-// it.
+// BatchCreator is an optional Store capability: creating many jobs, with
+// or without idempotency keys, in one call (in a SQL store, one
+// transaction and COPY). Engine.CreateMany uses it and returns
+// ErrUnsupported without it.
 type BatchCreator interface {
-	// CreateBatch calls fn for i = 0 … n-1, in order, and stores each
-	// Write it returns as Create stores a CreateFunc's: a new job (a new
-	// ID, Version >= 1) with its transitions, executions and effects;
-	// fn's context carries the store's transaction where it has one, as
-	// a CreateFunc's does. It returns the jobs as written, in order. An
-	// error from fn is returned as it is, and stops the batch; a
-	// duplicate id (of a stored job or of an earlier job of the batch)
-	// is ErrDuplicateJob; n < 0 or a nil fn is ErrInvalidArgument; n = 0
-	// writes nothing and returns no job. A store with transactions
+	// CreateBatch creates up to len(keys) jobs, job i under keys[i] (the
+	// zero BatchKey: no key). It calls fn for i = 0 … len(keys)-1, in
+	// order, as Create calls a CreateFunc: existing is the job holding
+	// keys[i] (nil when none, or with no key), which is the job stored
+	// before the batch or one an earlier call of the same batch created
+	// under that key. The zero Write (a Job without an ID) keeps the
+	// existing job (Created.Existing; a zero Write with no existing job is
+	// ErrInvalidArgument); any other Write is a new job (a new ID,
+	// Version >= 1, its transitions, executions and effects), stored as
+	// Create stores it, which takes the key over. fn's context carries
+	// the store's transaction where it has one, as a CreateFunc's does.
+	//
+	// Every key of the batch is held from the start of the call to its
+	// end: a concurrent Create or CreateBatch under one of them waits, so
+	// that a key is decided by one creation at a time. Stores take the
+	// keys in one order (by machine, then key), so that batches sharing
+	// keys cannot wait on each other in a cycle.
+	//
+	// It returns one Created per job decided, in order: the job as
+	// written, or the existing job kept. An error from fn is returned as
+	// it is, and stops the batch; a duplicate id (of a stored job or of an
+	// earlier job of the batch) is ErrDuplicateJob; a nil fn, or a
+	// BatchKey with a Key and no Machine, is ErrInvalidArgument; no keys
+	// writes nothing and returns nothing. A store with transactions
 	// creates every job or, with an error, none; a store without (in
 	// memory) stores each job as its fn returns, since the creation
-	// effects fn ran cannot be undone, and with an error returns the
-	// jobs created before it beside the error. Either way the jobs
-	// returned are exactly the jobs created. Writes carry no idempotency
-	// key for the store to hold.
-	CreateBatch(ctx context.Context, n int, fn func(ctx context.Context, i int) (Write, error)) ([]Job, error)
+	// effects fn ran cannot be undone, and with an error returns the jobs
+	// decided before it beside the error. Either way the Created results
+	// that are not Existing are exactly the jobs created.
+	CreateBatch(ctx context.Context, keys []BatchKey, fn BatchCreateFunc) ([]Created, error)
 }
+
+// BatchKey is the idempotency key a job of a batch is created under: Key
+// in Machine. The zero BatchKey is no key.
+type BatchKey struct {
+	Machine string
+	Key     string
+}
+
+// BatchCreateFunc decides the creation of job i of a batch, as a
+// CreateFunc decides a creation: existing is the job holding its key, nil
+// when there is none (or it has no key).
+type BatchCreateFunc func(ctx context.Context, i int, existing *Job) (Write, error)
 
 // Notifier is an optional Store capability: telling waiting workers that a
 // job may have become claimable, so that they need not poll. A store that

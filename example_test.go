@@ -208,19 +208,27 @@ func ExampleEngine_CreateMany() {
 	for _, doc := range []string{"a.pdf", "b.pdf", "c.pdf"} {
 		batch = append(batch, jobstate.NewJob{Machine: "queue", Payload: []byte(doc), Actor: "import"})
 	}
-	jobs, err := eng.CreateMany(ctx, batch)
+	// A key makes a job's creation idempotent: a batch sent twice (a
+	// retried import) creates its keyed jobs once.
+	batch = append(batch, jobstate.NewJob{Machine: "queue", Payload: []byte("d.pdf"), Key: "import:d.pdf"})
+	created, err := eng.CreateMany(ctx, batch)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	for _, j := range jobs {
-		fmt.Println(string(j.Payload), j.State)
+	for _, c := range created {
+		fmt.Println(string(c.Job.Payload), c.Job.State, c.Existing)
 	}
-	_, err = eng.CreateMany(ctx, []jobstate.NewJob{{Machine: "queue", Key: "a.pdf"}})
-	fmt.Println(errors.Is(err, jobstate.ErrInvalidArgument))
+	again, err := eng.CreateMany(ctx, batch[3:])
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(again[0].Existing, again[0].Job.ID == created[3].Job.ID)
 	// Output:
-	// a.pdf CREATED
-	// b.pdf CREATED
-	// c.pdf CREATED
-	// true
+	// a.pdf CREATED false
+	// b.pdf CREATED false
+	// c.pdf CREATED false
+	// d.pdf CREATED false
+	// true true
 }

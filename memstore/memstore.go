@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/google/btree"
@@ -207,11 +208,21 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 		return jobstate.Job{}, false, fmt.Errorf("%w: nil create function", jobstate.ErrInvalidArgument)
 	}
 	var k keyID
-	var existing *jobstate.Job
 	if key != "" {
 		k = keyID{machine: machine, key: key}
 		l := s.keyLocks.lock(k)
 		defer s.keyLocks.unlock(k, l)
+	}
+	c, err := s.createHeld(ctx, k, fn)
+	return c.Job, err == nil && !c.Existing, err
+}
+
+// createHeld is one creation under k, whose lock the caller holds (the
+// zero k: no key): fn is called with k's holder and its new job inserted,
+// taking k over; a zero Write keeps the holder.
+func (s *Store) createHeld(ctx context.Context, k keyID, fn jobstate.CreateFunc) (jobstate.Created, error) {
+	var existing *jobstate.Job
+	if k != (keyID{}) {
 		s.mu.Lock()
 		if holder := s.keys[k]; holder != nil {
 			j := holder.job
@@ -221,48 +232,88 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 	}
 	w, err := fn(ctx, existing)
 	if err != nil {
-		return jobstate.Job{}, false, err
+		return jobstate.Created{}, err
 	}
 	if w.Job.ID == uuid.Nil {
 		if existing == nil {
-			return jobstate.Job{}, false, fmt.Errorf("%w: create function returned no job and there is none to keep", jobstate.ErrInvalidArgument)
+			return jobstate.Created{}, fmt.Errorf("%w: create function returned no job and there is none to keep", jobstate.ErrInvalidArgument)
 		}
-		return *existing, false, nil
+		return jobstate.Created{Job: *existing, Existing: true}, nil
 	}
 	j, err := s.insert(&w, k)
 	if err != nil {
-		return jobstate.Job{}, false, err
+		return jobstate.Created{}, err
 	}
-	return j, true, nil
+	return jobstate.Created{Job: j}, nil
 }
 
-// CreateBatch implements jobstate.BatchCreator. Having no transactions,
-// it stores each job as its function returns (the creation effects the
-// function ran cannot be undone), so that with an error the jobs created
-// before it are returned beside it, and are exactly the jobs created.
-// Functions run with no lock of the store held.
-func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Context, i int) (jobstate.Write, error)) ([]jobstate.Job, error) {
+// CreateBatch implements jobstate.BatchCreator. Every key of the batch is
+// locked first (in the contract's order: by machine, then key) and held
+// to the end. Having no transactions, it stores each job as its function
+// returns (the creation effects the function ran cannot be undone), so
+// that with an error the results decided before it are returned beside
+// it, and those not Existing are exactly the jobs created. Functions run
+// with no lock of the store held but the keys'.
+func (s *Store) CreateBatch(ctx context.Context, keys []jobstate.BatchKey, fn jobstate.BatchCreateFunc) ([]jobstate.Created, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if fn == nil || n < 0 {
-		return nil, fmt.Errorf("%w: create batch: nil function or negative count", jobstate.ErrInvalidArgument)
+	if fn == nil {
+		return nil, fmt.Errorf("%w: create batch: nil function", jobstate.ErrInvalidArgument)
 	}
-	var out []jobstate.Job
-	for i := 0; i < n; i++ {
+	held, err := batchKeys(keys)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range held {
+		l := s.keyLocks.lock(k)
+		defer s.keyLocks.unlock(k, l)
+	}
+	var out []jobstate.Created
+	for i, bk := range keys {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		w, err := fn(ctx, i)
+		var k keyID
+		if bk.Key != "" {
+			k = keyID{machine: bk.Machine, key: bk.Key}
+		}
+		c, err := s.createHeld(ctx, k, func(ctx context.Context, existing *jobstate.Job) (jobstate.Write, error) {
+			return fn(ctx, i, existing)
+		})
 		if err != nil {
 			return out, err
 		}
-		j, err := s.insert(&w, keyID{})
-		if err != nil {
-			return out, err
-		}
-		out = append(out, j)
+		out = append(out, c)
 	}
+	return out, nil
+}
+
+// batchKeys returns the distinct keys of a batch in the order they are
+// taken (by machine, then key), or ErrInvalidArgument for a key without
+// a machine.
+func batchKeys(keys []jobstate.BatchKey) ([]keyID, error) {
+	seen := map[keyID]bool{}
+	var out []keyID
+	for i, bk := range keys {
+		if bk.Key == "" {
+			continue
+		}
+		if bk.Machine == "" {
+			return nil, fmt.Errorf("%w: create batch: job %d has a key and no machine", jobstate.ErrInvalidArgument, i)
+		}
+		k := keyID{machine: bk.Machine, key: bk.Key}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	slices.SortFunc(out, func(a, b keyID) int {
+		if c := strings.Compare(a.machine, b.machine); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key, b.key)
+	})
 	return out, nil
 }
 

@@ -6,51 +6,86 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobstate/jobstate"
 )
 
-// CreateBatch implements jobstate.BatchCreator (Engine.CreateMany): it
-// inserts n new jobs without idempotency keys in one transaction. fn is
-// called for i = 0 … n-1 inside it, with a context that carries the
-// transaction (Tx) as Create's function's does, so that creation effects
-// can write through it; then the jobs (each with its executions, rare at
-// creation) and their history go to the server with COPY (naming only
-// the columns some job sets to another value than the column's default),
-// their effects (rare too) with INSERTs, the recomputation of the heads
-// of the concurrency keys of the ready jobs with one (queueHeads), and
-// the COMMIT. Either every job is created or, with an error, none is;
-// fn's error is returned as it is.
-//
-// Each Write is a new job as a CreateFunc returns it: a new ID, Version
-// >= 1, and its transitions. A duplicate id fails the batch with
-// jobstate.ErrDuplicateJob. The jobs are returned as written, in order.
-func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Context, i int) (jobstate.Write, error)) ([]jobstate.Job, error) {
+// CreateBatch implements jobstate.BatchCreator (Engine.CreateMany) in one
+// transaction. The batch's idempotency keys are locked first, in one
+// statement, and their holders read in one more. Then fn is called for
+// each job, with a context that carries the transaction (Tx) as Create's
+// function's does, so that creation effects can write through it; then
+// the new jobs (each with its executions, rare at creation) and their
+// history go to the server with COPY (naming only the columns some job
+// sets to another value than the column's default), their effects (rare
+// too) with INSERTs, the keys they take over with one statement, the
+// recomputation of the heads of the concurrency keys of the ready jobs
+// with one (queueHeads), and the COMMIT. Either every job is created or,
+// with an error, none is; fn's error is returned as it is. A duplicate
+// id fails the batch with jobstate.ErrDuplicateJob.
+func (s *Store) CreateBatch(ctx context.Context, keys []jobstate.BatchKey, fn jobstate.BatchCreateFunc) ([]jobstate.Created, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if fn == nil || n < 0 {
-		return nil, fmt.Errorf("%w: create batch: nil function or negative count", jobstate.ErrInvalidArgument)
+	if fn == nil {
+		return nil, fmt.Errorf("%w: create batch: nil function", jobstate.ErrInvalidArgument)
 	}
-	if n == 0 {
+	var names, machines, ks []string
+	seen := map[jobstate.BatchKey]bool{}
+	for i, k := range keys {
+		if k.Key == "" {
+			continue
+		}
+		if k.Machine == "" {
+			return nil, fmt.Errorf("%w: create batch: job %d has a key and no machine", jobstate.ErrInvalidArgument, i)
+		}
+		if !seen[k] {
+			seen[k] = true
+			names = append(names, s.idemLockName(k.Machine, k.Key))
+			machines, ks = append(machines, k.Machine), append(ks, k.Key)
+		}
+	}
+	if len(keys) == 0 {
 		return nil, nil
 	}
-	// Room grows with the jobs fn returns, not with n: a huge n from a
-	// caller must not allocate before fn has made a single job.
-	out := make([]jobstate.Job, 0, min(n, createBatchRoom))
+	var out []jobstate.Created
 	err := s.inTx(ctx, "create batch", func(tx *connTx) (*pgx.Batch, error) {
+		out = make([]jobstate.Created, 0, len(keys))
+		holders := map[jobstate.BatchKey]*jobstate.Job{}
+		if len(names) > 0 {
+			held, err := s.lockHolders(ctx, tx, names, machines, ks)
+			if err != nil {
+				return nil, s.fail(ctx, "create batch: locking the keys", err)
+			}
+			for i := range held {
+				holders[jobstate.BatchKey{Machine: held[i].Machine, Key: held[i].IdempotencyKey}] = &held[i]
+			}
+		}
 		lazy := newLazyTx(tx)
 		fctx := s.fnContext(ctx, lazy)
-		jobs := make([][]any, 0, min(n, createBatchRoom))
+		jobs := make([][]any, 0, len(keys))
 		var hist [][]any
 		b := &pgx.Batch{}
 		ready := map[string]bool{}
 		var heads []headKey
-		for i := 0; i < n; i++ {
-			w, err := fn(fctx, i)
+		taken := map[jobstate.BatchKey]uuid.UUID{}
+		for i, k := range keys {
+			var existing *jobstate.Job
+			if k.Key != "" {
+				existing = holders[k]
+			}
+			w, err := fn(fctx, i, existing)
 			if err != nil {
 				return nil, err
+			}
+			if w.Job.ID == uuid.Nil {
+				if existing == nil {
+					return nil, fmt.Errorf("%w: create function returned no job and there is none to keep", jobstate.ErrInvalidArgument)
+				}
+				out = append(out, jobstate.Created{Job: *existing, Existing: true})
+				continue
 			}
 			if err := jobstate.CheckNew(w); err != nil {
 				return nil, err
@@ -71,17 +106,31 @@ func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Cont
 				ready[w.Job.Machine] = true
 			}
 			heads = append(heads, touchedHeads(nil, &w.Job)...)
-			out = append(out, asStored(w.Job))
+			j := asStored(w.Job)
+			if k.Key != "" {
+				holders[k], taken[k] = &j, id
+			}
+			out = append(out, jobstate.Created{Job: j})
 		}
-		cols, rows := copyColumns(jobWriteNames, jobDefaults, jobs)
-		if _, err := tx.CopyFrom(context.WithoutCancel(ctx), pgx.Identifier{s.schema, "jobs"}, cols, pgx.CopyFromRows(rows)); err != nil {
-			return nil, s.fail(ctx, "create batch", err)
+		if len(jobs) > 0 {
+			cols, rows := copyColumns(jobWriteNames, jobDefaults, jobs)
+			if _, err := tx.CopyFrom(context.WithoutCancel(ctx), pgx.Identifier{s.schema, "jobs"}, cols, pgx.CopyFromRows(rows)); err != nil {
+				return nil, s.fail(ctx, "create batch", err)
+			}
 		}
 		if len(hist) > 0 {
 			cols, rows := copyColumns(transitionNames, transitionDefaults, hist)
 			if _, err := tx.CopyFrom(context.WithoutCancel(ctx), pgx.Identifier{s.schema, "transitions"}, cols, pgx.CopyFromRows(rows)); err != nil {
 				return nil, s.fail(ctx, "create batch", err)
 			}
+		}
+		if len(taken) > 0 {
+			var tm, tk []string
+			var ids []uuid.UUID
+			for k, id := range taken {
+				tm, tk, ids = append(tm, k.Machine), append(tk, k.Key), append(ids, id)
+			}
+			b.Queue(s.sql.takeKeys, tm, tk, ids)
 		}
 		s.queueHeads(b, tx.plans, heads, false)
 		if !s.opts.NoNotify {
@@ -95,6 +144,36 @@ func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Cont
 		return nil, err
 	}
 	return out, nil
+}
+
+// lockHolders locks the idempotency keys named (their lock names, and
+// each key's machine and key, in one order) for the transaction, and
+// returns the jobs holding them.
+func (s *Store) lockHolders(ctx context.Context, tx *connTx, names, machines, keys []string) ([]jobstate.Job, error) {
+	b := &pgx.Batch{}
+	b.Queue(s.sql.keyLocks, names)
+	pinned := tx.plans.pin(b)
+	b.Queue(s.sql.holders, machines, keys)
+	restored := tx.plans.unpin(b, pinned)
+	br := tx.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		err = skipPlan(br, pinned)
+	}
+	var jobs []jobstate.Job
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			jobs, err = scanJobs(rows)
+		}
+	}
+	if err == nil {
+		err = skipPlan(br, restored)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return jobs, err
 }
 
 // createBatchRoom bounds the room CreateBatch allocates before its jobs

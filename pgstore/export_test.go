@@ -103,7 +103,7 @@ func HotSQL(s *Store) map[string]string {
 		"claim": q.claim, "claimEffs": q.claimEffs,
 		"lock": q.lock, "lockMany": q.lockMany, "snapEffects": q.snapEffects,
 		"updateJob": q.updateJob, "updateMany": q.updateMany,
-		"insertTransitions": q.insertTransitions, "holder": q.holder, "get": q.get,
+		"insertTransitions": q.insertTransitions, "holders": q.holders, "get": q.get,
 		"claimKeyed": q.claimKeyed, "keyLive": q.keyLive, "heads": q.heads,
 	}
 }

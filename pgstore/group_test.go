@@ -126,10 +126,11 @@ func TestCreateBatch(t *testing.T) {
 	for i := range ws {
 		ws[i] = mk(uuid.New())
 	}
-	jobs, err := e.store.CreateBatch(e.ctx, len(ws), func(_ context.Context, i int) (jobstate.Write, error) { return ws[i], nil })
+	created, err := e.store.CreateBatch(e.ctx, make([]jobstate.BatchKey, len(ws)), func(_ context.Context, i int, _ *jobstate.Job) (jobstate.Write, error) { return ws[i], nil })
 	require.NoError(t, err)
-	require.Len(t, jobs, len(ws))
-	for i, j := range jobs {
+	require.Len(t, created, len(ws))
+	for i, c := range created {
+		j := c.Job
 		got, err := e.store.Get(e.ctx, ws[i].Job.ID)
 		require.NoError(t, err)
 		assert.Equal(t, got, j)
@@ -144,7 +145,7 @@ func TestCreateBatch(t *testing.T) {
 
 	// A duplicate id fails the whole batch.
 	fresh := mk(uuid.New())
-	_, err = e.store.CreateBatch(e.ctx, 2, func(_ context.Context, i int) (jobstate.Write, error) {
+	_, err = e.store.CreateBatch(e.ctx, make([]jobstate.BatchKey, 2), func(_ context.Context, i int, _ *jobstate.Job) (jobstate.Write, error) {
 		if i == 0 {
 			return fresh, nil
 		}
@@ -155,7 +156,7 @@ func TestCreateBatch(t *testing.T) {
 	require.ErrorIs(t, err, jobstate.ErrNotFound)
 	// The function's error is returned as it is.
 	boom := errors.New("boom")
-	_, err = e.store.CreateBatch(e.ctx, 3, func(_ context.Context, i int) (jobstate.Write, error) {
+	_, err = e.store.CreateBatch(e.ctx, make([]jobstate.BatchKey, 3), func(_ context.Context, i int, _ *jobstate.Job) (jobstate.Write, error) {
 		if i == 2 {
 			return jobstate.Write{}, boom
 		}

@@ -194,10 +194,10 @@ func randomKeyedOps(t *testing.T, rng *rand.Rand, store *pgstore.Store, eng *job
 			for i := range news {
 				news[i] = newJob()
 			}
-			var jobs []jobstate.Job
-			if jobs, err = eng.CreateMany(ctx, news); err == nil {
-				for _, j := range jobs {
-					ids = append(ids, j.ID)
+			var created []jobstate.Created
+			if created, err = eng.CreateMany(ctx, news); err == nil {
+				for _, c := range created {
+					ids = append(ids, c.Job.ID)
 				}
 			}
 		case 3, 4:

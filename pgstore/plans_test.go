@@ -90,7 +90,7 @@ func TestHotPlansIgnoreEmptyStatistics(t *testing.T) {
 		"snapEffects": {"effects_pkey"},
 		"updateJob":   {"jobs_pkey"},
 		"updateMany":  {"jobs_pkey"},
-		"holder":      {"idempotency_keys_pkey", "jobs_pkey"},
+		"holders":     {"idempotency_keys_pkey", "jobs_pkey"},
 		"claimKeyed":  {"jobs_claim", "key_heads_claim", "jobs_pkey", "jobs_key_live", "jobs_key_ready"},
 		"heads":       {"jobs_key_ready", "key_heads_pkey"},
 		"keyLive":     {"jobs_key_live"},
@@ -110,11 +110,11 @@ func TestHotPlansIgnoreEmptyStatistics(t *testing.T) {
 	}
 }
 
-// From a freshly analyzed empty schema, jobs created, claimed, renewed
-// and committed one by one (each statement run often enough for the
-// server to keep a generic plan) never scan a table of the store
-// sequentially: the statistics taken while the tables were empty decide
-// no plan of the hot path.
+// From a freshly analyzed empty schema, jobs created (one by one and in
+// keyed batches), claimed, renewed and committed one by one (each
+// statement run often enough for the server to keep a generic plan)
+// never scan a table of the store sequentially: the statistics taken
+// while the tables were empty decide no plan of the hot path.
 func TestHotPathScansNoTableAfterEmptyAnalyze(t *testing.T) {
 	e := newEnv(t)
 	analyzeEmpty(t, e.store)
@@ -143,6 +143,9 @@ func TestHotPathScansNoTableAfterEmptyAnalyze(t *testing.T) {
 	before := scans()
 	for i := 0; i < 30; i++ {
 		_, err := e.eng.Create(ctx, jobstate.NewJob{Machine: "work", Key: fmt.Sprint("k", i%5)})
+		require.NoError(t, err)
+		keyed := []jobstate.NewJob{{Machine: "work", Key: fmt.Sprint("k", i%7)}, {Machine: "work", Key: fmt.Sprint("m", i)}}
+		_, err = e.eng.CreateMany(ctx, keyed)
 		require.NoError(t, err)
 	}
 	for i := 0; i < 40; i++ {

@@ -499,7 +499,8 @@ type statements struct {
 	lock, snapEffects                            string
 	lockMany                                     string
 	updateMany, insertTransitions, insertEffects string
-	keyLock, holder, insertJob, updateJob        string
+	keyLocks, holders, takeKeys                  string
+	insertJob, updateJob                         string
 	insertTransition, insertEffect               string
 	takeKey, notify, claim, claimEffs            string
 	list                                         string
@@ -579,8 +580,18 @@ SELECT count(*) FROM d`),
 		lockMany: r.Replace(`WITH c AS MATERIALIZED (SELECT {snap} FROM {jobs} WHERE id = ANY ($1) FOR NO KEY UPDATE SKIP LOCKED)
 SELECT c.* FROM c WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::text, true) FROM c) IS NOT NULL`),
 		snapEffects: r.Replace(`SELECT job_id, {effect} FROM {effects} WHERE job_id = $1 ORDER BY seq`),
-		keyLock:     `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
-		holder:      r.Replace(`SELECT {job} FROM {jobs} WHERE id = (SELECT job_id FROM {keys} WHERE machine = $1 AND key = $2)`),
+		// The idempotency keys of a creation ($1: their lock names) are
+		// locked in the order of their locks' numbers, so that two
+		// batches sharing keys (or locks, when names collide) take them in
+		// one order; the holders of the keys ($1, $2: machines and keys)
+		// are read after.
+		keyLocks: `SELECT count(pg_advisory_xact_lock(h))
+ FROM (SELECT DISTINCT hashtextextended(n, 0) AS h FROM unnest($1::text[]) AS v(n) ORDER BY h) AS l`,
+		holders: r.Replace(`SELECT j.* FROM unnest($1::text[], $2::text[]) AS v(machine, key)
+ CROSS JOIN LATERAL (SELECT {job} FROM {jobs}
+   WHERE id = (SELECT job_id FROM {keys} k WHERE k.machine = v.machine AND k.key = v.key)) AS j`),
+		takeKeys: r.Replace(`INSERT INTO {keys} (machine, key, job_id) SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[])
+ ON CONFLICT (machine, key) DO UPDATE SET job_id = EXCLUDED.job_id`),
 		// A write's statements go to the server with its COMMIT, so every
 		// refusal must be the server's, which stops the batch before the
 		// COMMIT: a duplicate id fails the insert (jobs_pkey), and an

@@ -188,9 +188,9 @@ func TestCreateManyInCallersTransaction(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, jobs, 2)
 		for _, j := range jobs {
-			_, err = e.store.Get(ctx, j.ID)
+			_, err = e.store.Get(ctx, j.Job.ID)
 			require.NoError(t, err, "visible inside the transaction")
-			_, err = e.store.Get(e.ctx, j.ID)
+			_, err = e.store.Get(e.ctx, j.Job.ID)
 			require.ErrorIs(t, err, jobstate.ErrNotFound, "not outside it yet")
 		}
 		if commit {
@@ -201,7 +201,7 @@ func TestCreateManyInCallersTransaction(t *testing.T) {
 		var rows int
 		require.NoError(t, e.pool.QueryRow(e.ctx, "SELECT count(*) FROM "+orders+" WHERE id = $1", id).Scan(&rows))
 		for _, j := range jobs {
-			_, err = e.store.Get(e.ctx, j.ID)
+			_, err = e.store.Get(e.ctx, j.Job.ID)
 			if commit {
 				assert.NoError(t, err, "the jobs commit with the row")
 			} else {

@@ -28,30 +28,7 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 	err := s.inTx(ctx, "create", func(tx *connTx) (*pgx.Batch, error) {
 		var existing *jobstate.Job
 		if key != "" {
-			lockKey := fmt.Sprintf("jobstate.key:%d:%s:%d:%s:%s", len(s.schema), s.schema, len(machine), machine, key)
-			b := &pgx.Batch{}
-			b.Queue(s.sql.keyLock, lockKey)
-			pinned := tx.plans.pin(b)
-			b.Queue(s.sql.holder, machine, key)
-			restored := tx.plans.unpin(b, pinned)
-			br := tx.SendBatch(ctx, b)
-			_, err := br.Exec()
-			if err == nil {
-				err = skipPlan(br, pinned)
-			}
-			var jobs []jobstate.Job
-			if err == nil {
-				var rows pgx.Rows
-				if rows, err = br.Query(); err == nil {
-					jobs, err = scanJobs(rows)
-				}
-			}
-			if err == nil {
-				err = skipPlan(br, restored)
-			}
-			if cerr := br.Close(); err == nil {
-				err = cerr
-			}
+			jobs, err := s.lockHolders(ctx, tx, []string{s.idemLockName(machine, key)}, []string{machine}, []string{key})
 			if err != nil {
 				return nil, s.fail(ctx, "create: locking the key", err)
 			}
@@ -88,6 +65,12 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 		return jobstate.Job{}, false, err
 	}
 	return out, created, nil
+}
+
+// idemLockName is the name whose hash is the advisory lock of the
+// idempotency key of machine in the store's schema.
+func (s *Store) idemLockName(machine, key string) string {
+	return fmt.Sprintf("jobstate.key:%d:%s:%d:%s:%s", len(s.schema), s.schema, len(machine), machine, key)
 }
 
 // fnContext is the context a store function runs with: the transaction

@@ -109,14 +109,14 @@ func TestCrashWorkers(t *testing.T) {
 	assert.Equal(t, n, rows, "one effect row per job")
 	assert.Equal(t, n, distinct, "no job's effect twice")
 	for _, c := range created {
-		got, err := store.Get(ctx, c.ID)
+		got, err := store.Get(ctx, c.Job.ID)
 		require.NoError(t, err)
-		require.True(t, got.Terminal(), "job %s is %s", c.ID, got.State)
+		require.True(t, got.Terminal(), "job %s is %s", c.Job.ID, got.State)
 		require.Equal(t, jobstate.OutcomeSucceeded, got.Outcome)
-		h, err := store.History(ctx, c.ID)
+		h, err := store.History(ctx, c.Job.ID)
 		require.NoError(t, err)
 		st, err := def.Replay(h)
-		require.NoError(t, err, "job %s", c.ID)
+		require.NoError(t, err, "job %s", c.Job.ID)
 		require.Equal(t, got.State, st)
 	}
 	var check string

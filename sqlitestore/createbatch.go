@@ -9,32 +9,38 @@ import (
 
 // CreateBatch implements jobstate.BatchCreator: every job in one
 // transaction on the writer (or a savepoint of the one ctx carries), so
-// that with an error none is created.
-func (s *Store) CreateBatch(ctx context.Context, n int, fn func(ctx context.Context, i int) (jobstate.Write, error)) ([]jobstate.Job, error) {
-	if fn == nil || n < 0 {
-		return nil, fmt.Errorf("%w: create batch: nil function or negative count", jobstate.ErrInvalidArgument)
+// that with an error none is created. The writer is one connection, so
+// the batch's keys are held from its start to its end; each key's holder
+// is read in the transaction, which sees the jobs created earlier in it.
+func (s *Store) CreateBatch(ctx context.Context, keys []jobstate.BatchKey, fn jobstate.BatchCreateFunc) ([]jobstate.Created, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("%w: create batch: nil function", jobstate.ErrInvalidArgument)
+	}
+	for i, k := range keys {
+		if k.Key != "" && k.Machine == "" {
+			return nil, fmt.Errorf("%w: create batch: job %d has a key and no machine", jobstate.ErrInvalidArgument, i)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if n == 0 {
+	if len(keys) == 0 {
 		return nil, nil
 	}
-	var out []jobstate.Job
+	var out []jobstate.Created
 	err := s.write(ctx, "create batch", func(fctx context.Context, st *txState) error {
-		out = make([]jobstate.Job, 0, min(n, 1024))
-		for i := 0; i < n; i++ {
+		out = make([]jobstate.Created, 0, len(keys))
+		for i, k := range keys {
 			if err := fctx.Err(); err != nil {
 				return err
 			}
-			w, err := fn(fctx, i)
+			c, err := s.createIn(fctx, st, "create batch", k.Machine, k.Key, func(ctx context.Context, existing *jobstate.Job) (jobstate.Write, error) {
+				return fn(ctx, i, existing)
+			})
 			if err != nil {
 				return err
 			}
-			if err := s.insert(context.WithoutCancel(fctx), st, &w); err != nil {
-				return err
-			}
-			out = append(out, asStored(w.Job))
+			out = append(out, c)
 		}
 		return nil
 	})

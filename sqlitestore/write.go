@@ -64,46 +64,52 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 	if fn == nil {
 		return jobstate.Job{}, false, fmt.Errorf("%w: nil create function", jobstate.ErrInvalidArgument)
 	}
-	var out jobstate.Job
-	var created bool
+	var c jobstate.Created
 	err := s.write(ctx, "create", func(fctx context.Context, st *txState) error {
-		var existing *jobstate.Job
-		if key != "" {
-			j, found, err := s.keyHolder(fctx, s.tx(st), machine, key)
-			if err != nil {
-				return s.fail(fctx, "create", err)
-			}
-			if found {
-				existing = &j
-			}
-		}
-		w, err := fn(fctx, existing)
-		if err != nil {
-			return err
-		}
-		if w.Job.ID == uuid.Nil {
-			if existing == nil {
-				return fmt.Errorf("%w: create function returned no job and there is none to keep", jobstate.ErrInvalidArgument)
-			}
-			out = *existing
-			return nil
-		}
-		wctx := context.WithoutCancel(fctx)
-		if err := s.insert(wctx, st, &w); err != nil {
-			return err
-		}
-		if key != "" {
-			if _, err := s.tx(st).ExecContext(wctx, sqlTakeKey, machine, key, idArg(w.Job.ID)); err != nil {
-				return s.fail(wctx, "create", err)
-			}
-		}
-		out, created = asStored(w.Job), true
-		return nil
+		var err error
+		c, err = s.createIn(fctx, st, "create", machine, key, fn)
+		return err
 	})
 	if err != nil {
 		return jobstate.Job{}, false, err
 	}
-	return out, created, nil
+	return c.Job, !c.Existing, nil
+}
+
+// createIn is one creation in the writer's transaction st: the holder of
+// key (none without a key) is read, fn called, and its new job inserted,
+// taking the key over; a zero Write keeps the holder.
+func (s *Store) createIn(fctx context.Context, st *txState, op, machine, key string, fn jobstate.CreateFunc) (jobstate.Created, error) {
+	var existing *jobstate.Job
+	if key != "" {
+		j, found, err := s.keyHolder(fctx, s.tx(st), machine, key)
+		if err != nil {
+			return jobstate.Created{}, s.fail(fctx, op, err)
+		}
+		if found {
+			existing = &j
+		}
+	}
+	w, err := fn(fctx, existing)
+	if err != nil {
+		return jobstate.Created{}, err
+	}
+	if w.Job.ID == uuid.Nil {
+		if existing == nil {
+			return jobstate.Created{}, fmt.Errorf("%w: create function returned no job and there is none to keep", jobstate.ErrInvalidArgument)
+		}
+		return jobstate.Created{Job: *existing, Existing: true}, nil
+	}
+	wctx := context.WithoutCancel(fctx)
+	if err := s.insert(wctx, st, &w); err != nil {
+		return jobstate.Created{}, err
+	}
+	if key != "" {
+		if _, err := s.tx(st).ExecContext(wctx, sqlTakeKey, machine, key, idArg(w.Job.ID)); err != nil {
+			return jobstate.Created{}, s.fail(wctx, op, err)
+		}
+	}
+	return jobstate.Created{Job: asStored(w.Job)}, nil
 }
 
 // keyHolder returns the job holding key of machine, if any.

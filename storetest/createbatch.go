@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"sync"
 	"testing"
@@ -31,9 +30,11 @@ func RunCreateBatch(t *testing.T, newStore NewStore) {
 	t.Run("RefusedBeforeTheStore", func(t *testing.T) { testCreateManyRefused(t, newStore) })
 	t.Run("StopsAtAnError", func(t *testing.T) { testCreateManyStops(t, newStore) })
 	t.Run("Direct", func(t *testing.T) { testCreateBatchDirect(t, newStore) })
+	t.Run("DirectInvalid", func(t *testing.T) { testCreateBatchInvalid(t, newStore) })
 	t.Run("ReturnedAreCreated", func(t *testing.T) {
 		rapid.Check(t, func(rt *rapid.T) { propCreateMany(rt, t, newStore) })
 	})
+	runCreateBatchKeys(t, newStore)
 }
 
 // bulkSpec is the transfer machine with a creation guard that refuses
@@ -95,6 +96,40 @@ type tb interface {
 	Fatalf(format string, args ...any)
 }
 
+// recorder is an observer remembering the jobs it was told of.
+type recorder struct {
+	mu  sync.Mutex
+	ids []uuid.UUID
+}
+
+// option returns the engine option adding r as an observer.
+func (r *recorder) option() jobstate.Option {
+	return jobstate.WithObserver(func(_ context.Context, j jobstate.Job, _ jobstate.Transition) {
+		r.mu.Lock()
+		r.ids = append(r.ids, j.ID)
+		r.mu.Unlock()
+	})
+}
+
+// told returns the ids of the jobs told of, in order (never nil).
+func (r *recorder) told() []uuid.UUID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]uuid.UUID{}, r.ids...)
+}
+
+// newIDs returns the ids of the results that are not Existing, in order
+// (never nil).
+func newIDs(got []jobstate.Created) []uuid.UUID {
+	out := []uuid.UUID{}
+	for _, c := range got {
+		if !c.Existing {
+			out = append(out, c.Job.ID)
+		}
+	}
+	return out
+}
+
 // existing returns which of ids name a stored job.
 func existing(t tb, s jobstate.Store, ids []uuid.UUID) map[uuid.UUID]bool {
 	t.Helper()
@@ -112,6 +147,10 @@ func existing(t tb, s jobstate.Store, ids []uuid.UUID) map[uuid.UUID]bool {
 	return out
 }
 
+// testCreateManyOrder: jobs without keys are created in order, each as
+// Create makes it (state, version, fields, creation record, effect,
+// observers), the engine keeping its own copy of each payload; no jobs
+// is nil and no error.
 func testCreateManyOrder(t *testing.T, newStore NewStore) {
 	var fx enginesuite.Counter
 	var ids idSource
@@ -133,7 +172,9 @@ func testCreateManyOrder(t *testing.T, newStore NewStore) {
 	require.NoError(t, err)
 	require.Len(t, got, 3)
 	copy(payload, "XX") // the caller reuses its buffer
-	for i, j := range got {
+	for i, c := range got {
+		assert.False(t, c.Existing, "no key: every job is new")
+		j := c.Job
 		assert.Equal(t, ids.drawn()[i], j.ID, "jobs in order")
 		st := f.Snapshot(j.ID)
 		assert.Equal(t, j, st.Job, "the job returned is the job stored")
@@ -146,7 +187,7 @@ func testCreateManyOrder(t *testing.T, newStore NewStore) {
 		assert.Equal(t, jobs[i].Actor, st.History[0].Actor)
 		assert.Equal(t, jobs[i].Reason, st.History[0].Reason)
 	}
-	assert.Equal(t, []byte("p1"), f.Get(got[0].ID).Payload, "the engine keeps its own copy of the payload")
+	assert.Equal(t, []byte("p1"), f.Get(got[0].Job.ID).Payload, "the engine keeps its own copy of the payload")
 	assert.Equal(t, int64(3), fx.Get(), "one creation effect per job")
 	assert.Len(t, told, 3, "observers told of each creation")
 
@@ -154,8 +195,8 @@ func testCreateManyOrder(t *testing.T, newStore NewStore) {
 	claimed, err := f.Eng.ClaimMany(f.Ctx, jobstate.ClaimRequest{Machine: "transfer", Worker: "w"}, 10)
 	require.NoError(t, err)
 	require.Len(t, claimed, 2)
-	assert.Equal(t, got[1].ID, claimed[0].Job.ID)
-	assert.Equal(t, got[0].ID, claimed[1].Job.ID)
+	assert.Equal(t, got[1].Job.ID, claimed[0].Job.ID)
+	assert.Equal(t, got[0].Job.ID, claimed[1].Job.ID)
 
 	none, err := f.Eng.CreateMany(f.Ctx, nil)
 	assert.NoError(t, err)
@@ -174,7 +215,8 @@ func testCreateManyRefused(t *testing.T, newStore NewStore) {
 		bad  jobstate.NewJob
 		want error
 	}{
-		{"key", jobstate.NewJob{Machine: "transfer", Key: "k"}, jobstate.ErrInvalidArgument},
+		{"key with a NUL", jobstate.NewJob{Machine: "transfer", Key: "k\x00"}, jobstate.ErrInvalidArgument},
+		{"keyed, negative TTL", jobstate.NewJob{Machine: "transfer", Key: "k", TTL: -time.Second}, jobstate.ErrInvalidArgument},
 		{"negative TTL", jobstate.NewJob{Machine: "transfer", TTL: -time.Second}, jobstate.ErrInvalidArgument},
 		{"time out of range", jobstate.NewJob{Machine: "transfer", NotBefore: time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC)}, jobstate.ErrInvalidArgument},
 		{"unknown machine", jobstate.NewJob{Machine: "nope"}, jobstate.ErrUnknownMachine},
@@ -213,59 +255,77 @@ func testCreateManyStops(t *testing.T, newStore NewStore) {
 		assert.Len(t, ids.drawn(), 3, "%s: the batch stopped at the third job", tc.payload)
 		if len(got) > 0 {
 			require.Len(t, got, 2, "%s: a store without transactions keeps the jobs before the error", tc.payload)
-			assert.Equal(t, []byte("b"), got[1].Payload)
+			assert.Equal(t, []byte("b"), got[1].Job.Payload)
 		}
 	}
 }
 
-// checkReturnedAreCreated: of the ids drawn, exactly those of the jobs
-// returned name stored jobs, each stored as returned with its creation
-// record.
-func checkReturnedAreCreated(t tb, s jobstate.Store, drawn []uuid.UUID, got []jobstate.Job) {
+// checkReturnedAreCreated: of the ids drawn (the new ids a batch may
+// have used), exactly those of the results that are not Existing name
+// stored jobs; every result, new or Existing, is stored as returned, and
+// a new one has its creation record alone.
+func checkReturnedAreCreated(t tb, s jobstate.Store, drawn []uuid.UUID, got []jobstate.Created) {
 	t.Helper()
 	stored := existing(t, s, drawn)
 	want := map[uuid.UUID]bool{}
-	for _, j := range got {
-		want[j.ID] = true
+	for _, c := range got {
+		j := c.Job
 		st, err := s.Get(context.Background(), j.ID)
 		if assert.NoError(t, err, "a job returned is not stored") {
 			assert.Equal(t, j, st, "the job returned is the job stored")
 		}
+		if c.Existing {
+			continue
+		}
+		want[j.ID] = true
 		h, err := s.History(context.Background(), j.ID)
 		if assert.NoError(t, err) && assert.Len(t, h, 1) {
 			assert.Equal(t, jobstate.EventCreate, h[0].Event)
 		}
 	}
-	assert.Equal(t, want, stored, "the jobs stored are exactly the jobs returned")
+	assert.Equal(t, want, stored, "the jobs stored are exactly the new jobs returned")
 }
 
+// testCreateBatchDirect: CreateBatch without keys writes each Write as
+// given, in order (a 1 MiB payload included); no keys writes nothing; a
+// duplicate id, of a stored job or of an earlier job of the batch, is
+// ErrDuplicateJob with the results exactly the jobs created; the
+// function's error is returned as it is; a cancelled context creates
+// nothing and calls no function.
 func testCreateBatchDirect(t *testing.T, newStore NewStore) {
 	s := newStore(t)
 	bc := s.(jobstate.BatchCreator)
 	ctx := context.Background()
-	write := func(j jobstate.Job) func(context.Context, int) (jobstate.Write, error) {
-		return func(context.Context, int) (jobstate.Write, error) { return creation(j), nil }
+	called := 0
+	write := func(j jobstate.Job) jobstate.BatchCreateFunc {
+		return func(context.Context, int, *jobstate.Job) (jobstate.Write, error) {
+			called++
+			return creation(j), nil
+		}
 	}
 
-	got, err := bc.CreateBatch(ctx, 0, write(mkJob(Epoch)))
-	assert.NoError(t, err)
-	assert.Empty(t, got)
-	_, err = bc.CreateBatch(ctx, 1, nil)
-	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
-	_, err = bc.CreateBatch(ctx, -1, write(mkJob(Epoch)))
-	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
+	for _, keys := range [][]jobstate.BatchKey{nil, {}} {
+		got, err := bc.CreateBatch(ctx, keys, write(mkJob(Epoch)))
+		assert.NoError(t, err)
+		assert.Empty(t, got)
+	}
+	assert.Zero(t, called, "no keys: no function called")
 
 	// Two jobs, written as given, with a payload of 1 MiB.
 	big := bytes.Repeat([]byte{7}, 1<<20)
 	a, b := mkJob(Epoch), mkJob(Epoch.Add(time.Second))
 	b.Payload = big
 	batch := []jobstate.Job{a, b}
-	got, err = bc.CreateBatch(ctx, 2, func(_ context.Context, i int) (jobstate.Write, error) { return creation(batch[i]), nil })
+	got, err := bc.CreateBatch(ctx, make([]jobstate.BatchKey, 2), func(_ context.Context, i int, ex *jobstate.Job) (jobstate.Write, error) {
+		assert.Nil(t, ex, "no key: no existing job")
+		return creation(batch[i]), nil
+	})
 	require.NoError(t, err)
 	require.Len(t, got, 2)
-	for i, j := range got {
-		assert.Equal(t, batch[i].ID, j.ID)
-		assert.Equal(t, j, load(t, s, j.ID).Job)
+	for i, c := range got {
+		assert.False(t, c.Existing)
+		assert.Equal(t, batch[i].ID, c.Job.ID)
+		assert.Equal(t, c.Job, load(t, s, c.Job.ID).Job)
 	}
 	assert.True(t, bytes.Equal(big, load(t, s, b.ID).Job.Payload))
 
@@ -278,12 +338,15 @@ func testCreateBatchDirect(t *testing.T, newStore NewStore) {
 		{"stored", []jobstate.Job{c, a}},
 		{"in the batch", []jobstate.Job{d, d}},
 	} {
-		got, err := bc.CreateBatch(ctx, 2, func(_ context.Context, i int) (jobstate.Write, error) { return creation(tc.batch[i]), nil })
+		got, err := bc.CreateBatch(ctx, make([]jobstate.BatchKey, 2), func(_ context.Context, i int, _ *jobstate.Job) (jobstate.Write, error) {
+			return creation(tc.batch[i]), nil
+		})
 		assert.ErrorIs(t, err, jobstate.ErrDuplicateJob, tc.name)
 		stored := existing(t, s, []uuid.UUID{tc.batch[0].ID})
 		if len(got) > 0 {
 			require.Len(t, got, 1, "%s: only the first job can have been created", tc.name)
-			assert.Equal(t, tc.batch[0].ID, got[0].ID)
+			assert.Equal(t, tc.batch[0].ID, got[0].Job.ID)
+			assert.False(t, got[0].Existing)
 		}
 		assert.Len(t, stored, len(got), "%s: the jobs stored are the jobs returned", tc.name)
 	}
@@ -291,25 +354,72 @@ func testCreateBatchDirect(t *testing.T, newStore NewStore) {
 
 	// A function error is returned as it is.
 	fail := errors.New("no")
-	_, err = bc.CreateBatch(ctx, 1, func(context.Context, int) (jobstate.Write, error) { return jobstate.Write{}, fail })
-	assert.ErrorIs(t, err, fail)
-	// A huge count allocates nothing ahead of the jobs: the function's
-	// first error ends it, without a panic.
-	require.NotPanics(t, func() {
-		_, err = bc.CreateBatch(ctx, math.MaxInt, func(context.Context, int) (jobstate.Write, error) { return jobstate.Write{}, fail })
+	_, err = bc.CreateBatch(ctx, make([]jobstate.BatchKey, 1), func(context.Context, int, *jobstate.Job) (jobstate.Write, error) {
+		return jobstate.Write{}, fail
 	})
 	assert.ErrorIs(t, err, fail)
 
 	// A cancelled context: nothing created, the function not called.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	called := false
-	_, err = bc.CreateBatch(cctx, 1, func(context.Context, int) (jobstate.Write, error) {
-		called = true
-		return creation(mkJob(Epoch)), nil
-	})
+	e := mkJob(Epoch)
+	_, err = bc.CreateBatch(cctx, make([]jobstate.BatchKey, 1), write(e))
 	assert.ErrorIs(t, err, context.Canceled)
-	assert.False(t, called)
+	assert.Zero(t, called, "cancelled: no function called")
+	assert.Empty(t, existing(t, s, []uuid.UUID{e.ID}))
+}
+
+// testCreateBatchInvalid: CreateBatch refuses with ErrInvalidArgument a
+// nil function, a key without a machine (before calling any function,
+// creating nothing), and a zero Write where there is no existing job to
+// keep (without a key, or under a free key, which stays free); the
+// results returned beside the refusal are exactly the jobs created.
+func testCreateBatchInvalid(t *testing.T, newStore NewStore) {
+	s := newStore(t)
+	bc := s.(jobstate.BatchCreator)
+	ctx := context.Background()
+
+	_, err := bc.CreateBatch(ctx, make([]jobstate.BatchKey, 1), nil)
+	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument, "nil function")
+
+	// A key without a machine, first or after a valid job.
+	for _, keys := range [][]jobstate.BatchKey{
+		{{Key: "k"}, {}},
+		{{}, {Key: "k"}},
+	} {
+		jobs := []jobstate.Job{mkJob(Epoch), mkJob(Epoch)}
+		jobs[0].IdempotencyKey, jobs[1].IdempotencyKey = keys[0].Key, keys[1].Key
+		called := 0
+		got, err := bc.CreateBatch(ctx, keys, func(_ context.Context, i int, _ *jobstate.Job) (jobstate.Write, error) {
+			called++
+			return creation(jobs[i]), nil
+		})
+		assert.ErrorIs(t, err, jobstate.ErrInvalidArgument, "a key without a machine: %+v", keys)
+		if keys[0].Key != "" {
+			assert.Zero(t, called, "a key without a machine first: no function called")
+			assert.Empty(t, got)
+		}
+		checkReturnedAreCreated(t, s, []uuid.UUID{jobs[0].ID, jobs[1].ID}, got)
+	}
+
+	// A zero Write with no job to keep: without a key, under a free key,
+	// and after a job created in the same batch.
+	zero := func(context.Context, int, *jobstate.Job) (jobstate.Write, error) { return jobstate.Write{}, nil }
+	for _, keys := range [][]jobstate.BatchKey{{{}}, {{Machine: "m", Key: "free"}}} {
+		got, err := bc.CreateBatch(ctx, keys, zero)
+		assert.ErrorIs(t, err, jobstate.ErrInvalidArgument, "a zero Write with nothing to keep: %+v", keys)
+		assert.Empty(t, got)
+	}
+	first := mkJob(Epoch)
+	got, err := bc.CreateBatch(ctx, make([]jobstate.BatchKey, 2), func(_ context.Context, i int, _ *jobstate.Job) (jobstate.Write, error) {
+		if i == 0 {
+			return creation(first), nil
+		}
+		return jobstate.Write{}, nil
+	})
+	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument, "a zero Write after a job created")
+	checkReturnedAreCreated(t, s, []uuid.UUID{first.ID}, got)
+	assert.Nil(t, holder(t, s, "m", "free"), "the free key stays free")
 }
 
 // propCreateMany: whatever goes wrong in a batch (a refusal, an effect
@@ -374,6 +484,11 @@ func propCreateMany(rt *rapid.T, t *testing.T, newStore NewStore) {
 		}
 	}
 	checkReturnedAreCreated(rt, store, candidates, got)
+	for _, c := range got {
+		if c.Existing {
+			rt.Fatalf("no key, but job %s returned as existing", c.Job.ID)
+		}
+	}
 	if err == nil && len(got) != n {
 		rt.Fatalf("no error, but %d jobs of %d created", len(got), n)
 	}

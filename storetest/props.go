@@ -199,8 +199,11 @@ func (md *model) createMany(rt *rapid.T) {
 	if len(got) != n {
 		rt.Fatalf("CreateMany of %d jobs returned %d", n, len(got))
 	}
-	for _, j := range got {
-		md.ids = append(md.ids, j.ID)
+	for _, c := range got {
+		if c.Existing {
+			rt.Fatalf("CreateMany of jobs without keys returned job %s as existing", c.Job.ID)
+		}
+		md.ids = append(md.ids, c.Job.ID)
 	}
 }
 

@@ -11,9 +11,10 @@
 //
 // Sections: work (jobs worked per second at each worker count: the worker
 // runtime against river.Client with MaxWorkers equal, fetch cooldown 2 ms
-// and poll interval 20 ms), insert (one at a time, batches, COPY), claim
-// (latency of one claim at each number of ready jobs), notify (create →
-// claim latency in an idle system), and for analysis async (the worker
+// and poll interval 20 ms), insert (one at a time, batches, COPY, and
+// batches of keyed jobs against river's unique jobs), claim (latency of
+// one claim at each number of ready jobs), notify (create → claim
+// latency in an idle system), and for analysis async (the worker
 // runtime's slots freed before the commit) and loop (goroutines looping
 // ClaimMany → Succeed). Each figure is the median of -runs runs with its
 // spread, the libraries alternating which runs first; ratios are

@@ -151,6 +151,21 @@ func (j *js) createManyTx(ctx context.Context, n, per int) error {
 	return nil
 }
 
+// createKeyed creates n jobs with Engine.CreateMany, per per call, each
+// under an idempotency key of its own.
+func (j *js) createKeyed(ctx context.Context, n, per int) error {
+	for i := 0; i < n; i += per {
+		batch := make([]jobstate.NewJob, min(per, n-i))
+		for k := range batch {
+			batch[k] = jobstate.NewJob{Machine: machine, Key: fmt.Sprint("k", i+k)}
+		}
+		if _, err := j.eng.CreateMany(ctx, batch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (j *js) createOne(ctx context.Context) error {
 	_, err := j.eng.Create(ctx, jobstate.NewJob{Machine: machine})
 	return err

@@ -387,6 +387,9 @@ func run(ctx context.Context, c config) error {
 			{fmt.Sprintf("COPY, batches of %d", c.batchPer), "Engine.CreateMany (pgstore.CreateBatch)", "InsertManyFast", c.batchN,
 				func() error { return j.createBatch(ctx, c.batchN, c.batchPer) },
 				func() error { return r.insertFast(ctx, c.batchN, c.batchPer) }},
+			{fmt.Sprintf("batches of %d, each job under a key of its own", c.batchPer), "Engine.CreateMany with idempotency keys", "InsertMany with UniqueOpts{ByArgs: true}", c.batchN,
+				func() error { return j.createKeyed(ctx, c.batchN, c.batchPer) },
+				func() error { return r.insertKeyed(ctx, c.batchN, c.batchPer) }},
 		}
 		for _, wy := range ways {
 			var jr, rr []float64

@@ -108,6 +108,32 @@ func (r *rv) insertMany(ctx context.Context, n, per int) error {
 	return nil
 }
 
+// keyedArgs is river's no-op job unique by its key.
+type keyedArgs struct {
+	Key string `json:"key"`
+}
+
+func (keyedArgs) Kind() string { return "keyed" }
+
+func (keyedArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// insertKeyed inserts n unique jobs with InsertMany, per per call, each
+// under a key of its own.
+func (r *rv) insertKeyed(ctx context.Context, n, per int) error {
+	for i := 0; i < n; i += per {
+		p := make([]river.InsertManyParams, min(per, n-i))
+		for k := range p {
+			p[k] = river.InsertManyParams{Args: keyedArgs{Key: fmt.Sprint("k", i+k)}}
+		}
+		if _, err := r.ins.InsertMany(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (r *rv) insertOne(ctx context.Context) error {
 	_, err := r.ins.Insert(ctx, noopArgs{}, nil)
 	return err

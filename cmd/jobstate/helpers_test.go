@@ -143,11 +143,13 @@ func (d *db) create(t *testing.T, machine string, n int) []jobstate.Job {
 		for i := range batch {
 			batch[i] = jobstate.NewJob{Machine: machine, Payload: []byte("p"), Owner: "acme"}
 		}
-		jobs, err := d.eng.CreateMany(context.Background(), batch)
+		created, err := d.eng.CreateMany(context.Background(), batch)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, jobs...)
+		for _, c := range created {
+			out = append(out, c.Job)
+		}
 	}
 	return out
 }

@@ -68,9 +68,10 @@ func TestCreateBatchColumnsRoundTrip(t *testing.T) {
 		for i := range ws {
 			ws[i] = drawJob(t, i)
 		}
-		jobs, err := s.CreateBatch(ctx, n, func(_ context.Context, i int) (jobstate.Write, error) { return ws[i], nil })
+		created, err := s.CreateBatch(ctx, make([]jobstate.BatchKey, n), func(_ context.Context, i int, _ *jobstate.Job) (jobstate.Write, error) { return ws[i], nil })
 		require.NoError(t, err)
-		for i, j := range jobs {
+		for i, c := range created {
+			j := c.Job
 			got, err := s.Get(ctx, ws[i].Job.ID)
 			require.NoError(t, err)
 			require.Equal(t, j, got)
