@@ -66,8 +66,10 @@ type NewJob struct {
 	Args   any
 }
 
-// Created is the result of Engine.Create.
+// Created is the result of a creation: of Engine.Create, of each job of
+// Engine.CreateMany and of BatchCreator.CreateBatch.
 type Created struct {
+	// Job is the job created, or the job holding the key.
 	Job Job
 	// Existing is true when the key was held by a job already, which is
 	// returned instead of a new one; no guard or effect ran.

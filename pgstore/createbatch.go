@@ -176,10 +176,6 @@ func (s *Store) lockHolders(ctx context.Context, tx *connTx, names, machines, ke
 	return jobs, err
 }
 
-// createBatchRoom bounds the room CreateBatch allocates before its jobs
-// are made.
-const createBatchRoom = 1024
-
 var (
 	jobWriteNames   = columnNames(jobWriteColumns)
 	transitionNames = columnNames(transitionColumns)
