@@ -154,8 +154,9 @@ func TestTxOutsideStoreCall(t *testing.T) {
 }
 
 // CreateMany in the caller's transaction: the jobs commit or roll back
-// with the caller's rows, and a failed batch leaves the transaction
-// usable, with nothing of the batch in it.
+// with the caller's rows (a keyed job's hold on its key too), and a
+// failed batch leaves the transaction usable, with nothing of the batch
+// in it.
 func TestCreateManyInCallersTransaction(t *testing.T) {
 	spec := workSpec()
 	spec.Create.Guard = func(_ context.Context, in jobstate.GuardInput) error {
@@ -166,7 +167,7 @@ func TestCreateManyInCallersTransaction(t *testing.T) {
 	}
 	e := newEnv(t, spec)
 	orders := e.table("orders", "id text PRIMARY KEY")
-	batch := []jobstate.NewJob{{Machine: "work", Payload: []byte("a")}, {Machine: "work", Payload: []byte("b")}}
+	batch := []jobstate.NewJob{{Machine: "work", Payload: []byte("a")}, {Machine: "work", Payload: []byte("b"), Key: "order-b"}}
 	for _, commit := range []bool{false, true} {
 		tx, err := e.pool.Begin(e.ctx)
 		require.NoError(t, err)
@@ -187,6 +188,7 @@ func TestCreateManyInCallersTransaction(t *testing.T) {
 		jobs, err := e.eng.CreateMany(ctx, batch)
 		require.NoError(t, err)
 		require.Len(t, jobs, 2)
+		assert.False(t, jobs[1].Existing, "the key is free: a rolled back holder took it with its transaction")
 		for _, j := range jobs {
 			_, err = e.store.Get(ctx, j.Job.ID)
 			require.NoError(t, err, "visible inside the transaction")
@@ -209,5 +211,11 @@ func TestCreateManyInCallersTransaction(t *testing.T) {
 			}
 		}
 		assert.Equal(t, map[bool]int{true: 1, false: 0}[commit], rows)
+		if commit {
+			again, err := e.eng.CreateMany(e.ctx, batch[1:])
+			require.NoError(t, err)
+			assert.True(t, again[0].Existing, "the committed holder keeps its key")
+			assert.Equal(t, jobs[1].Job.ID, again[0].Job.ID)
+		}
 	}
 }
