@@ -122,7 +122,7 @@ var notExpressible = map[string]string{
 	"4.24": "observers are callbacks of the Go engine, which no step can observe",
 	"4.2.1": "CreateMany needs the optional BatchCreator capability, whose outcome on an error " +
 		"differs between stores with and without transactions; storetest's CreateBatch tests and " +
-		"property check it on every store",
+		"properties (keyed batches against Create one by one included) check it on every store",
 }
 
 // specSections returns the numbered sections of docs/specification.md
