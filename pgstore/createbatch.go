@@ -2,12 +2,14 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobstate/jobstate"
 )
@@ -25,6 +27,13 @@ import (
 // with one (queueHeads), and the COMMIT. Either every job is created or,
 // with an error, none is; fn's error is returned as it is. A duplicate
 // id fails the batch with jobstate.ErrDuplicateJob.
+//
+// Each distinct key holds one advisory lock until the transaction ends,
+// and the server keeps those in its shared lock table
+// (max_locks_per_transaction × (max_connections +
+// max_prepared_transactions) entries, shared by every transaction). A
+// batch whose keys do not fit is refused with
+// jobstate.ErrInvalidArgument, naming the setting, and creates nothing.
 func (s *Store) CreateBatch(ctx context.Context, keys []jobstate.BatchKey, fn jobstate.BatchCreateFunc) ([]jobstate.Created, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -56,6 +65,11 @@ func (s *Store) CreateBatch(ctx context.Context, keys []jobstate.BatchKey, fn jo
 		holders := map[jobstate.BatchKey]*jobstate.Job{}
 		if len(names) > 0 {
 			held, err := s.lockHolders(ctx, tx, names, machines, ks)
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "53200" {
+				return nil, fmt.Errorf("pgstore: create batch: %w: its %d keys need more locks than the server's lock table has room for (max_locks_per_transaction); create them in smaller batches: %w",
+					jobstate.ErrInvalidArgument, len(names), err)
+			}
 			if err != nil {
 				return nil, s.fail(ctx, "create batch: locking the keys", err)
 			}

@@ -219,3 +219,30 @@ func TestCreateManyInCallersTransaction(t *testing.T) {
 		}
 	}
 }
+
+// A keyed CreateMany with more keys than the server's lock table can
+// hold is refused with ErrInvalidArgument, naming the setting, creates
+// nothing, and leaves the store usable.
+func TestCreateManyKeysBeyondTheLockTable(t *testing.T) {
+	e := newEnv(t)
+	var slots int
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT current_setting('max_locks_per_transaction')::int *
+ (current_setting('max_connections')::int + current_setting('max_prepared_transactions')::int)`).Scan(&slots))
+	// The shared lock table takes somewhat more than its nominal size
+	// from the server's spare shared memory: ten times it is beyond.
+	news := make([]jobstate.NewJob, 10*slots)
+	for i := range news {
+		news[i] = jobstate.NewJob{Machine: "work", Key: fmt.Sprint("k", i)}
+	}
+	got, err := e.eng.CreateMany(e.ctx, news)
+	require.ErrorIs(t, err, jobstate.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "max_locks_per_transaction")
+	assert.Empty(t, got)
+	n, err := e.store.Count(e.ctx, "work")
+	require.NoError(t, err)
+	assert.Empty(t, n, "nothing created")
+
+	created, err := e.eng.CreateMany(e.ctx, news[:100])
+	require.NoError(t, err, "the store is usable, and a batch that fits is created")
+	assert.Len(t, created, 100)
+}
