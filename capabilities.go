@@ -45,8 +45,8 @@ type BatchCreator interface {
 	//
 	// Every key of the batch is held from the start of the call to its
 	// end: a concurrent Create or CreateBatch under one of them waits, so
-	// that a key is decided by one creation at a time. Stores take the
-	// keys in one order (by machine, then key), so that batches sharing
+	// that a key is decided by one creation at a time. A store takes a
+	// batch's keys in one fixed order of its own, so that batches sharing
 	// keys cannot wait on each other in a cycle.
 	//
 	// It returns one Created per job decided, in order: the job as

@@ -248,8 +248,8 @@ func (s *Store) createHeld(ctx context.Context, k keyID, fn jobstate.CreateFunc)
 }
 
 // CreateBatch implements jobstate.BatchCreator. Every key of the batch is
-// locked first (in the contract's order: by machine, then key) and held
-// to the end. Having no transactions, it stores each job as its function
+// locked first (sorted by machine, then key, the one order every batch
+// takes them in) and held to the end. Having no transactions, it stores each job as its function
 // returns (the creation effects the function ran cannot be undone), so
 // that with an error the results decided before it are returned beside
 // it, and those not Existing are exactly the jobs created. Functions run
