@@ -2,9 +2,7 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobstate/jobstate"
@@ -24,9 +22,6 @@ func KeyLockPrefix(s *Store, machine string) string { return s.keyLockPrefix(mac
 
 // DueSQL returns the store's Due statement for any machine.
 func DueSQL(s *Store) string { return s.sql.dueAny }
-
-// ChannelOf returns the store's notification channel.
-func ChannelOf(s *Store) string { return s.sql.channel }
 
 // ListSQL returns the statement of a listing and its arguments.
 func ListSQL(s *Store, q jobstate.ListQuery) (string, []any) {
@@ -66,33 +61,6 @@ func MigrateUpTo(ctx context.Context, pool *pgxpool.Pool, opts Options, v int) e
 func MigrationCount() (int, error) {
 	all, err := migrations()
 	return len(all), err
-}
-
-// MultiUpdateSQL returns the statements (and their arguments) that write
-// ws, each over the job of the same index in curs, in one multi-row
-// write: the update of the jobs (with their executions) first, then the
-// history and effects inserts.
-func MultiUpdateSQL(s *Store, curs []jobstate.Job, ws []jobstate.Write) ([]string, [][]any) {
-	var m multiWrite
-	outs := make([]jobstate.Job, len(ws))
-	for i := range ws {
-		if err := m.add(&curs[i], nil, &ws[i], &outs[i]); err != nil {
-			panic(fmt.Sprint("pgstore: MultiUpdateSQL: ", err))
-		}
-	}
-	b := &pgx.Batch{}
-	if err := s.queueMulti(b, nil, &m); err != nil {
-		panic(err)
-	}
-	var sqls []string
-	var args [][]any
-	for _, q := range b.QueuedQueries {
-		if q.SQL == s.sql.notify {
-			continue
-		}
-		sqls, args = append(sqls, q.SQL), append(args, q.Arguments)
-	}
-	return sqls, args
 }
 
 // HotSQL returns the statements of the claim, update and commit paths, by

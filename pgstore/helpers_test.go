@@ -79,3 +79,11 @@ func execRows(schema string) string {
 	return `(SELECT j.id AS job_id, x.id, x.attempt, coalesce(x.owner, '') AS owner, x.status, x.claimed_at, coalesce(x.error, '') AS error
  FROM ` + schema + `.jobs j, jsonb_to_recordset(j.execs) AS x(id uuid, attempt bigint, owner text, status text, claimed_at timestamptz, error text))`
 }
+
+// must fails the test at once with err, unless it is nil.
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

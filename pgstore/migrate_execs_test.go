@@ -30,19 +30,13 @@ func TestMigrateFromVersion5(t *testing.T) {
 	clock := jobstate.NewManualClock(epoch.Add(123 * time.Nanosecond))
 	open := keyedOpener(t, pool, clock)
 	_, eng := open(src)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	tick := func() { clock.Advance(time.Millisecond + 7*time.Nanosecond) }
 	var all []uuid.UUID
 	create := func(key string) uuid.UUID {
 		t.Helper()
 		tick()
 		c, err := eng.Create(ctx, jobstate.NewJob{Machine: "free", ConcurrencyKey: key})
-		must(err)
+		must(t, err)
 		all = append(all, c.Job.ID)
 		return c.Job.ID
 	}
@@ -50,7 +44,7 @@ func TestMigrateFromVersion5(t *testing.T) {
 		t.Helper()
 		tick()
 		c, err := eng.ClaimJob(ctx, id, jobstate.ClaimRequest{Machine: "free", Worker: worker})
-		must(err)
+		must(t, err)
 		tick()
 		return c.Lease
 	}
@@ -61,43 +55,43 @@ func TestMigrateFromVersion5(t *testing.T) {
 	open5 = append(open5, claim(create(""), "w-leased"))
 	l := claim(create("k"), "w-started")
 	_, err := eng.Start(ctx, l)
-	must(err)
+	must(t, err)
 	open5 = append(open5, l)
 	// Committed, and done.
 	l = claim(create(""), "w-committed")
 	_, err = eng.Commit(ctx, l, jobstate.CommitInput{Result: []byte("half")})
-	must(err)
+	must(t, err)
 	open5 = append(open5, l)
 	l = claim(create("k"), "w-done")
 	_, err = eng.Succeed(ctx, l, jobstate.CommitInput{Result: []byte("all")})
-	must(err)
+	must(t, err)
 	// Failed for good; failed, then redriven (an effect recorded); retried twice (an error, then a lapsed lease
 	// swept), then leased again; snoozed.
 	l = claim(create(""), "w-failed")
 	_, err = eng.Fail(ctx, l, jobstate.Permanent(errors.New("broken input")))
-	must(err)
+	must(t, err)
 	redriven := create("")
 	_, err = eng.Fail(ctx, claim(redriven, "w-redriven"), jobstate.Permanent(errors.New("bad config")))
-	must(err)
+	must(t, err)
 	_, err = eng.Redrive(ctx, redriven, jobstate.Call{Actor: "ops", Reason: "config fixed"})
-	must(err)
+	must(t, err)
 	retried := create("")
 	_, err = eng.Fail(ctx, claim(retried, "w-r1"), errors.New("flaky"))
-	must(err)
+	must(t, err)
 	clock.Advance(time.Hour)
 	_, err = eng.Sweep(ctx)
-	must(err)
+	must(t, err)
 	claim(retried, "w-r2")
 	clock.Advance(time.Hour)
 	_, err = eng.Sweep(ctx)
-	must(err)
+	must(t, err)
 	clock.Advance(time.Hour)
 	_, err = eng.Sweep(ctx)
-	must(err)
+	must(t, err)
 	open5 = append(open5, claim(retried, "w-r3"))
 	l = claim(create(""), "w-snoozed")
 	_, err = eng.Snooze(ctx, l, time.Minute)
-	must(err)
+	must(t, err)
 
 	before := readRecords(t, eng.Store(), all)
 	var execs, nanos int
@@ -115,12 +109,12 @@ func TestMigrateFromVersion5(t *testing.T) {
 
 	copyRows(t, pool, src, schema)
 	applied, err := pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
-	must(err)
+	must(t, err)
 	if !reflect.DeepEqual(applied, []int{6}) {
 		t.Fatalf("applied %v, want [6]", applied)
 	}
 	var tables int
-	must(pool.QueryRow(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'executions'", schema).Scan(&tables))
+	must(t, pool.QueryRow(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'executions'", schema).Scan(&tables))
 	if tables != 0 {
 		t.Fatal("the table of executions is left after the migration")
 	}
@@ -150,20 +144,20 @@ func TestMigrateFromVersion5(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		clock.Advance(24 * time.Hour)
 		_, err = eng.Sweep(ctx)
-		must(err)
+		must(t, err)
 		for {
 			c, err := eng.Claim(ctx, jobstate.ClaimRequest{Machine: "free", Worker: "w"})
 			if errors.Is(err, jobstate.ErrNoJob) {
 				break
 			}
-			must(err)
+			must(t, err)
 			_, err = eng.Succeed(ctx, c.Lease, jobstate.CommitInput{})
-			must(err)
+			must(t, err)
 		}
 	}
 	for _, id := range all {
 		j, err := eng.Get(ctx, id)
-		must(err)
+		must(t, err)
 		if j.Kind != jobstate.KindTerminal {
 			t.Errorf("job %s is %s, not at its end: %+v", id, j.State, j)
 		}

@@ -29,18 +29,12 @@ func TestMigrateFromVersion4(t *testing.T) {
 	clock := jobstate.NewManualClock(epoch)
 	open := keyedOpener(t, pool, clock)
 	_, eng := open(src)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	var all []uuid.UUID
 	create := func(machine, key string, priority int, notBefore time.Time) uuid.UUID {
 		t.Helper()
 		clock.Advance(time.Millisecond)
 		c, err := eng.Create(ctx, jobstate.NewJob{Machine: machine, ConcurrencyKey: key, Priority: priority, NotBefore: notBefore})
-		must(err)
+		must(t, err)
 		all = append(all, c.Job.ID)
 		return c.Job.ID
 	}
@@ -48,7 +42,7 @@ func TestMigrateFromVersion4(t *testing.T) {
 		t.Helper()
 		clock.Advance(time.Millisecond)
 		c, err := eng.Claim(ctx, jobstate.ClaimRequest{Machine: machine, Worker: "w"})
-		must(err)
+		must(t, err)
 		return c
 	}
 	// In "free" (no limit): per key, one job done, one failed, one
@@ -59,22 +53,22 @@ func TestMigrateFromVersion4(t *testing.T) {
 		create("free", key, 0, time.Time{})
 		c := claim("free")
 		_, err := eng.Succeed(ctx, c.Lease, jobstate.CommitInput{})
-		must(err)
+		must(t, err)
 		create("free", key, 0, time.Time{})
 		c = claim("free")
 		_, err = eng.Fail(ctx, c.Lease, jobstate.Permanent(errors.New("broken")))
-		must(err)
+		must(t, err)
 		create("free", key, 0, time.Time{})
 		c = claim("free")
 		_, err = eng.Commit(ctx, c.Lease, jobstate.CommitInput{Result: []byte("half")})
-		must(err)
+		must(t, err)
 		leases = append(leases, c.Lease)
 		create("free", key, 0, time.Time{})
 		leases = append(leases, claim("free").Lease)
 		create("free", key, 0, time.Time{})
 		c = claim("free")
 		_, err = eng.Fail(ctx, c.Lease, errors.New("flaky"))
-		must(err)
+		must(t, err)
 		for p := 0; p < 2; p++ {
 			create("free", key, p, time.Time{})
 			create("free", key, p, time.Time{})
@@ -95,7 +89,7 @@ func TestMigrateFromVersion4(t *testing.T) {
 		out := map[uuid.UUID]jobstate.Job{}
 		for _, id := range all {
 			j, err := eng.Get(ctx, id)
-			must(err)
+			must(t, err)
 			out[id] = j
 		}
 		return out
@@ -104,7 +98,7 @@ func TestMigrateFromVersion4(t *testing.T) {
 
 	copyRows(t, pool, src, schema)
 	applied, err := pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
-	must(err)
+	must(t, err)
 	if !reflect.DeepEqual(applied, []int{5, 6}) {
 		t.Fatalf("applied %v, want [5 6]", applied)
 	}
@@ -112,13 +106,13 @@ func TestMigrateFromVersion4(t *testing.T) {
 		t.Fatalf("key_heads after the migration:\n%s", strings.Join(bad, "\n"))
 	}
 	var heads int
-	must(pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".key_heads").Scan(&heads))
+	must(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".key_heads").Scan(&heads))
 	// free: 3 keys × 2 priorities; lim: 2 keys × 2 priorities.
 	if heads != 10 {
 		t.Fatalf("%d rows in key_heads, want 10", heads)
 	}
 	var def string
-	must(pool.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'jobs_claim'`, schema).Scan(&def))
+	must(t, pool.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'jobs_claim'`, schema).Scan(&def))
 	if !strings.Contains(def, "concurrency_key = ''::text") {
 		t.Fatalf("jobs_claim holds jobs with a key: %s", def)
 	}
@@ -137,27 +131,27 @@ func TestMigrateFromVersion4(t *testing.T) {
 	}
 	clock.Set(epoch.Add(time.Hour))
 	_, err = eng.Sweep(ctx)
-	must(err)
+	must(t, err)
 	for _, m := range []string{"free", "lim"} {
 		for {
 			c, err := eng.Claim(ctx, jobstate.ClaimRequest{Machine: m, Worker: "w"})
 			if errors.Is(err, jobstate.ErrNoJob) {
 				break
 			}
-			must(err)
+			must(t, err)
 			_, err = eng.Succeed(ctx, c.Lease, jobstate.CommitInput{})
-			must(err)
+			must(t, err)
 		}
 	}
 	for _, id := range all {
 		j, err := eng.Get(ctx, id)
-		must(err)
+		must(t, err)
 		if j.Kind != jobstate.KindTerminal {
 			t.Errorf("job %s (%s, key %q) is %s, not at its end", id, j.Machine, j.ConcurrencyKey, j.State)
 		}
 	}
 	requireHeads(t, store, "the run")
-	must(pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".key_heads").Scan(&heads))
+	must(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".key_heads").Scan(&heads))
 	if heads != 0 {
 		t.Fatalf("%d rows left in key_heads", heads)
 	}

@@ -502,7 +502,7 @@ type statements struct {
 	keyLocks, holders, takeKeys                  string
 	insertJob, updateJob                         string
 	insertTransition, insertEffect               string
-	takeKey, notify, claim, claimEffs            string
+	notify, claim, claimEffs                     string
 	list                                         string
 	claimKeyed, keyWait, keyLive, heads          string
 }
@@ -515,7 +515,6 @@ func newStatements(schema string) statements {
 		"{keys}", pgx.Identifier{schema, "idempotency_keys"}.Sanitize(),
 		"{heads}", pgx.Identifier{schema, "key_heads"}.Sanitize(),
 		"{job}", jobColumns,
-		"{jjob}", qualified("j", jobColumns),
 		"{snap}", snapColumns,
 		"{jsnap}", qualified("j", snapColumns),
 		"{transition}", transitionColumns,
@@ -604,9 +603,7 @@ SELECT c.* FROM c WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::te
 SELECT 1 / count(*) FROM u`),
 		insertTransition: r.Replace(`INSERT INTO {transitions} ({transition}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
 		insertEffect:     r.Replace(`INSERT INTO {effects} (job_id, {effect}) VALUES ($1, $2, $3, $4, $5, $6)`),
-		takeKey: r.Replace(`INSERT INTO {keys} (machine, key, job_id) VALUES ($1, $2, $3)
- ON CONFLICT (machine, key) DO UPDATE SET job_id = EXCLUDED.job_id`),
-		notify: `SELECT pg_notify($1, $2)`,
+		notify:           `SELECT pg_notify($1, $2)`,
 		// The claim statement (claimStatement) records the ids it took
 		// in a transaction-local setting, which the snapshot reads sent
 		// after it in the same batch use ($1: the setting's name).

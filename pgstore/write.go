@@ -56,7 +56,7 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 			return nil, err
 		}
 		if key != "" {
-			b.Queue(s.sql.takeKey, machine, key, w.Job.ID)
+			b.Queue(s.sql.takeKeys, []string{machine}, []string{key}, []uuid.UUID{w.Job.ID})
 		}
 		created = true
 		return b, nil
@@ -254,12 +254,13 @@ func (s *Store) stage(p *plans, snap *jobstate.Snapshot, w *jobstate.Write, out 
 // queueWrite queues the statements of w on b: the job with its
 // executions (known, the executions it had, with w's replacing or added:
 // mergeExecs), inserted when cur is nil, else updated under cur's
-// version; its transitions and effects; the recomputation of the heads of its concurrency
-// key when it changes them (queueHeads), and the notification of a job
-// left ready. The job as written is scanned into *out when the batch runs. An update's
-// statements are planned without regard to statistics: pinPlans is queued
-// in front of them unless p, the plans of the transaction b is sent in,
-// are pinned already (plans.pin).
+// version; its transitions and effects; the recomputation of the heads
+// of its concurrency key when it changes them (queueHeads), and the
+// notification of a job left ready. The job as written is scanned into
+// *out when the batch runs. An update's statements are planned without
+// regard to statistics: pinPlans is queued in front of them unless p,
+// the plans of the transaction b is sent in, are pinned already
+// (plans.pin).
 func (s *Store) queueWrite(b *pgx.Batch, p *plans, cur *jobstate.Job, known []jobstate.Execution, w *jobstate.Write, out *jobstate.Job) error {
 	args, err := jobArgs(&w.Job, mergeExecs(known, w.Executions))
 	if err != nil {
