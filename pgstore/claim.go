@@ -14,7 +14,7 @@ import (
 )
 
 // ClaimNext implements jobstate.Store. Each offer is one statement
-// (claimStatement) that merges, in claim order, the walk of the partial
+// (claim in queries/claims.sql) that merges, in claim order, the walk of the partial
 // index of the machine's ready jobs without a key and the walk of its
 // keys' heads, and locks the first due row no other transaction holds
 // (FOR NO KEY UPDATE SKIP LOCKED), inside a savepoint: a skipped

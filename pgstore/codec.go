@@ -99,20 +99,6 @@ const jobColumns = `id, machine, state, kind, outcome, payload, result, version,
 // jobArgs: jobColumns, the claim order's due time and the executions.
 const jobWriteColumns = jobColumns + `, due_at, due_ns, execs`
 
-// jobPlaceholders is "$1, ..., $n" for jobWriteColumns.
-var jobPlaceholders = placeholders(1, 51)
-
-func placeholders(from, n int) string {
-	b := make([]byte, 0, n*5)
-	for i := 0; i < n; i++ {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = fmt.Appendf(b, "$%d", from+i)
-	}
-	return string(b)
-}
-
 // jobArgs returns the values of jobWriteColumns for j and its
 // executions execs (all of them, as mergeExecs returns them).
 func jobArgs(j *jobstate.Job, execs []jobstate.Execution) ([]any, error) {

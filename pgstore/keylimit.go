@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -137,22 +136,6 @@ func (s *Store) checkKey(ctx context.Context, q querier, snap *jobstate.Snapshot
 		live = &n
 	}
 	return jobstate.CheckKeyLimit(*cur, *w, *live)
-}
-
-// keyStatements returns the SQL of the concurrency keys: the claim of a
-// machine with a limit per key, the locks of keys (waiting for each) and
-// the count of their live executions.
-func keyStatements(r *strings.Replacer) (claim, wait, live string) {
-	// The claim of a limited machine (claimStatement): the keys' heads
-	// are candidates only below the limit.
-	claim = claimStatement(r, true)
-	// The locks of sorted keys, one after another: two transactions
-	// waiting for several keys take them in the same order.
-	wait = `SELECT count(pg_advisory_xact_lock(hashtextextended(n, 0))) FROM unnest($1::text[]) WITH ORDINALITY AS v(n, i)`
-	live = r.Replace(`SELECT concurrency_key, sum(leases)::int8 FROM {jobs}
- WHERE machine = $1 AND concurrency_key = ANY ($2) AND leases > 0 AND concurrency_key <> ''
- GROUP BY concurrency_key`)
-	return claim, wait, live
 }
 
 // waitKeys takes the locks of the concurrency keys named (keyLockName),

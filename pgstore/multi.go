@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -34,44 +33,6 @@ var (
 	transitionTypes = []string{"uuid", "int8", "text", "text", "text", "text", "text", "uuid", "timestamptz", "int2"}
 	effectTypes     = []string{"uuid", "text", "uuid", "text", "timestamptz", "int2"}
 )
-
-// unnestOf is "unnest($from::t1[], …) AS v(c1, …)".
-func unnestOf(from int, types, cols []string) string {
-	args := make([]string, len(types))
-	for i, t := range types {
-		args[i] = fmt.Sprintf("$%d::%s[]", from+i, t)
-	}
-	return "unnest(" + strings.Join(args, ", ") + ") AS v(" + strings.Join(cols, ", ") + ")"
-}
-
-// multiStatements returns the SQL of the writes of many jobs.
-func multiStatements(r *strings.Replacer) (update, transitions, effects string) {
-	cols := columnNames(jobWriteColumns)
-	var set []string
-	for _, c := range cols {
-		switch c {
-		case "id", "concurrency_key":
-			// The key is set at creation and never changed
-			// (jobstate.CheckWrite refuses a write changing it).
-		case "payload", "result":
-			set = append(set, fmt.Sprintf("%s = CASE WHEN v.new_%s THEN v.%s ELSE j.%s END", c, c, c, c))
-		case "execs":
-			set = append(set, "execs = v.execs::jsonb")
-		default:
-			set = append(set, fmt.Sprintf("%s = v.%s", c, c))
-		}
-	}
-	n := len(cols)
-	vcols := append(append([]string{}, cols...), "old_version", "new_payload", "new_result")
-	vtypes := append(append([]string{}, jobWriteTypes...), "int8", "bool", "bool")
-	update = r.Replace(`WITH u AS (UPDATE {jobs} j SET ` + strings.Join(set, ", ") + `
- FROM ` + unnestOf(1, vtypes, vcols) + `
- WHERE j.id = v.id AND j.version = v.old_version RETURNING 1)
-SELECT 1 / (count(*) = $` + fmt.Sprint(n+4) + `)::int FROM u`)
-	transitions = r.Replace(`INSERT INTO {transitions} ({transition}) SELECT * FROM ` + unnestOf(1, transitionTypes, columnNames(transitionColumns)))
-	effects = r.Replace(`INSERT INTO {effects} (job_id, {effect}) SELECT * FROM ` + unnestOf(1, effectTypes, append([]string{"job_id"}, columnNames(effectColumns)...)))
-	return update, transitions, effects
-}
 
 // columns turns rows of values into one typed slice per column, for
 // unnest: types are the columns' SQL types.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -164,7 +163,11 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 		opts.GroupCommitters = max(2, int(pool.Config().MaxConns)*3/4)
 	}
 	s := &Store{pool: pool, opts: opts, schema: opts.schema()}
-	s.sql = newStatements(s.schema)
+	sql, err := newStatements(s.schema)
+	if err != nil {
+		return nil, err
+	}
+	s.sql = sql
 	s.lis = newListener(pool, s.sql.channel)
 	if opts.GroupCommit > 1 {
 		s.group = newGrouper(s, opts.GroupCommit, opts.GroupCommitters)
@@ -488,133 +491,4 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, er
 		}
 	}
 	return n, nil
-}
-
-// statements are the store's SQL, with its schema's tables.
-type statements struct {
-	channel                                      string
-	get, exists, execs, history, effects, count  string
-	staleAny, staleMachine, dueAny, dueMachines  string
-	prune                                        string
-	lock, snapEffects                            string
-	lockMany                                     string
-	updateMany, insertTransitions, insertEffects string
-	keyLocks, holders, takeKeys                  string
-	insertJob, updateJob                         string
-	insertTransition, insertEffect               string
-	notify, claim, claimEffs                     string
-	list                                         string
-	claimKeyed, keyWait, keyLive, heads          string
-}
-
-func newStatements(schema string) statements {
-	r := strings.NewReplacer(
-		"{jobs}", pgx.Identifier{schema, "jobs"}.Sanitize(),
-		"{transitions}", pgx.Identifier{schema, "transitions"}.Sanitize(),
-		"{effects}", pgx.Identifier{schema, "effects"}.Sanitize(),
-		"{keys}", pgx.Identifier{schema, "idempotency_keys"}.Sanitize(),
-		"{heads}", pgx.Identifier{schema, "key_heads"}.Sanitize(),
-		"{job}", jobColumns,
-		"{snap}", snapColumns,
-		"{jsnap}", qualified("j", snapColumns),
-		"{transition}", transitionColumns,
-		"{effect}", effectColumns,
-	)
-	// An update sends the payload and result only when they changed
-	// ($53, $54): a large payload crosses the network once. The
-	// concurrency key is set at creation and never changed
-	// (jobstate.CheckWrite refuses a write changing it): the update
-	// compares it ($48) instead of writing it.
-	var set []string
-	for i, c := range strings.Split(jobWriteColumns, ",") {
-		switch c = strings.TrimSpace(c); c {
-		case "id", "concurrency_key":
-		case "payload":
-			set = append(set, fmt.Sprintf("payload = CASE WHEN $53 THEN $%d ELSE payload END", i+1))
-		case "result":
-			set = append(set, fmt.Sprintf("result = CASE WHEN $54 THEN $%d ELSE result END", i+1))
-		case "execs":
-			set = append(set, fmt.Sprintf("execs = $%d::text::jsonb", i+1))
-		default:
-			set = append(set, fmt.Sprintf("%s = $%d", c, i+1))
-		}
-	}
-	// A write returns the row without its payload and result, which are
-	// the ones written (or, unchanged, the ones read).
-	noBlobs := strings.Replace(jobColumns, "payload, result", "NULL::bytea, NULL::bytea", 1)
-	updateMany, insertTransitions, insertEffects := multiStatements(r)
-	claimKeyed, keyWait, keyLive := keyStatements(r)
-	return statements{
-		claimKeyed: claimKeyed, keyWait: keyWait, keyLive: keyLive, heads: headStatement(r),
-		updateMany: updateMany, insertTransitions: insertTransitions, insertEffects: insertEffects,
-		channel:      channelName(schema),
-		get:          r.Replace(`SELECT {job} FROM {jobs} WHERE id = $1`),
-		exists:       r.Replace(`SELECT EXISTS (SELECT 1 FROM {jobs} WHERE id = $1)`),
-		execs:        r.Replace(`SELECT execs FROM {jobs} WHERE id = $1`),
-		history:      r.Replace(`SELECT {transition} FROM {transitions} WHERE job_id = $1 ORDER BY version`),
-		effects:      r.Replace(`SELECT {effect} FROM {effects} WHERE job_id = $1 ORDER BY seq`),
-		count:        r.Replace(`SELECT state, count(*) FROM {jobs} WHERE machine = $1 GROUP BY state`),
-		staleAny:     r.Replace(`SELECT {job} FROM {jobs} WHERE leases > 0 AND (heartbeat_at, heartbeat_ns) < ($1, $2) ORDER BY heartbeat_at, heartbeat_ns, id LIMIT $3`),
-		staleMachine: r.Replace(`SELECT {job} FROM {jobs} WHERE leases > 0 AND (heartbeat_at, heartbeat_ns) < ($1, $2) AND machine = $4 ORDER BY heartbeat_at, heartbeat_ns, id LIMIT $3`),
-		dueAny: r.Replace(`SELECT id, wake_at, wake_ns FROM {jobs}
- WHERE wake_at IS NOT NULL AND (wake_at, wake_ns) <= ($1, $2) AND (wake_at, wake_ns, id) > ($3, $4, $5)
- ORDER BY wake_at, wake_ns, id LIMIT $6`),
-		dueMachines: r.Replace(`SELECT id, wake_at, wake_ns FROM {jobs}
- WHERE wake_at IS NOT NULL AND (wake_at, wake_ns) <= ($1, $2) AND (wake_at, wake_ns, id) > ($3, $4, $5)
-   AND machine = ANY ($7)
- ORDER BY wake_at, wake_ns, id LIMIT $6`),
-		// The job's rows in the other tables go in the same statement
-		// (the schema has no foreign keys to cascade: see migration 2).
-		// The jobs to delete are chosen once (a materialized CTE): a
-		// subquery under IN may be run again by the plan, each run
-		// locking and returning further rows past the limit.
-		prune: r.Replace(`WITH s AS MATERIALIZED (SELECT id FROM {jobs} WHERE kind = 'terminal' AND (completed_at, completed_ns) < ($1, $2)
- ORDER BY completed_at, completed_ns, id LIMIT $3 FOR UPDATE SKIP LOCKED),
- d AS (DELETE FROM {jobs} j USING s WHERE j.id = s.id RETURNING j.id),
- t AS (DELETE FROM {transitions} x USING d WHERE x.job_id = d.id),
- f AS (DELETE FROM {effects} x USING d WHERE x.job_id = d.id),
- k AS (DELETE FROM {keys} x USING d WHERE x.job_id = d.id)
-SELECT count(*) FROM d`),
-		lock: r.Replace(`SELECT {snap} FROM {jobs} WHERE id = $1 FOR NO KEY UPDATE`),
-		lockMany: r.Replace(`WITH c AS MATERIALIZED (SELECT {snap} FROM {jobs} WHERE id = ANY ($1) FOR NO KEY UPDATE SKIP LOCKED)
-SELECT c.* FROM c WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::text, true) FROM c) IS NOT NULL`),
-		snapEffects: r.Replace(`SELECT job_id, {effect} FROM {effects} WHERE job_id = $1 ORDER BY seq`),
-		// The idempotency keys of a creation ($1: their lock names) are
-		// locked in the order of their locks' numbers, so that two
-		// batches sharing keys (or locks, when names collide) take them in
-		// one order; the holders of the keys ($1, $2: machines and keys)
-		// are read after.
-		keyLocks: `SELECT count(pg_advisory_xact_lock(h))
- FROM (SELECT DISTINCT hashtextextended(n, 0) AS h FROM unnest($1::text[]) AS v(n) ORDER BY h) AS l`,
-		holders: r.Replace(`SELECT j.* FROM unnest($1::text[], $2::text[]) AS v(machine, key)
- CROSS JOIN LATERAL (SELECT {job} FROM {jobs}
-   WHERE id = (SELECT job_id FROM {keys} k WHERE k.machine = v.machine AND k.key = v.key)) AS j`),
-		takeKeys: r.Replace(`INSERT INTO {keys} (machine, key, job_id) SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[])
- ON CONFLICT (machine, key) DO UPDATE SET job_id = EXCLUDED.job_id`),
-		// A write's statements go to the server with its COMMIT, so every
-		// refusal must be the server's, which stops the batch before the
-		// COMMIT: a duplicate id fails the insert (jobs_pkey), and an
-		// update that found no row at the version read fails its
-		// statement (a division by zero).
-		insertJob: r.Replace(`INSERT INTO {jobs} (` + jobWriteColumns + `) VALUES (` + jobPlaceholders + `::text::jsonb)
- RETURNING ` + noBlobs),
-		updateJob: r.Replace(`WITH u AS (UPDATE {jobs} SET ` + strings.Join(set, ", ") + `
- WHERE id = $1 AND version = $52 AND concurrency_key = $48 RETURNING 1)
-SELECT 1 / count(*) FROM u`),
-		insertTransition: r.Replace(`INSERT INTO {transitions} ({transition}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
-		insertEffect:     r.Replace(`INSERT INTO {effects} (job_id, {effect}) VALUES ($1, $2, $3, $4, $5, $6)`),
-		notify:           `SELECT pg_notify($1, $2)`,
-		// The claim statement (claimStatement) records the ids it took
-		// in a transaction-local setting, which the snapshot reads sent
-		// after it in the same batch use ($1: the setting's name).
-		claim: claimStatement(r, false),
-		// One index lookup per id (a nested loop over the ids): a plan
-		// that does not depend on the table's size or statistics, which
-		// right after a bulk load or a truncation would make the planner
-		// prefer a sequential scan, whose visibility checks then cost
-		// milliseconds under concurrent writes.
-		claimEffs: r.Replace(`SELECT e.* FROM unnest(nullif(current_setting($1, true), '')::uuid[]) AS c(id)
- CROSS JOIN LATERAL (SELECT job_id, {effect} FROM {effects} f WHERE f.job_id = c.id ORDER BY seq) e`),
-		list: r.Replace(`SELECT {job} FROM {jobs}`),
-	}
 }

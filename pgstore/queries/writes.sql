@@ -1,0 +1,193 @@
+-- The statements of a write: the lock and snapshot of the jobs it
+-- changes, and what it writes. Conventions: see reads.sql;
+-- {snapshot_columns} is {job_columns} and execs.
+
+-- Update's lock: the job with its executions. Its effects are read by
+-- snapshot_effects, a later statement of the same batch, so after the
+-- lock was granted.
+
+-- name: lock
+SELECT {snapshot_columns} FROM {schema}.jobs WHERE id = @id FOR NO KEY UPDATE
+
+-- name: snapshot_effects
+SELECT job_id, name, exec_id, actor, at, at_ns
+  FROM {schema}.effects
+ WHERE job_id = @job_id
+ ORDER BY seq
+
+-- A commit group's lock: the jobs of @ids it can lock at once, never
+-- waiting (a job it cannot lock is handed back to its caller). The ids
+-- locked are recorded in the transaction-local setting jobstate.claimed,
+-- from which claim_effects (claims.sql) reads their effects.
+
+-- name: lock_many
+WITH c AS MATERIALIZED (
+  SELECT {snapshot_columns} FROM {schema}.jobs WHERE id = ANY (@ids) FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT c.* FROM c
+ WHERE (SELECT set_config('jobstate.claimed', array_agg(id)::text, true) FROM c) IS NOT NULL
+
+-- A job created. A duplicate id fails on jobs_pkey. It returns the row
+-- without its payload and result, which are the ones sent.
+
+-- name: insert_job
+INSERT INTO {schema}.jobs (
+  id, machine, state, kind, outcome, payload, result, version, attempt,
+  retry_count, max_retries, backoff_kind, backoff_initial, backoff_factor, backoff_max,
+  backoff_jitter, own_backoff, last_error, error_class, idempotency_key, fingerprint, owner,
+  priority, created_at, created_ns, updated_at, updated_ns, started_at, started_ns,
+  completed_at, completed_ns, not_before, not_before_ns, deadline, deadline_ns, leases,
+  lease_expires_at, lease_expires_ns, heartbeat_at, heartbeat_ns, committed,
+  cancel_requested, wake_at, wake_ns, sweep_failures, sweep_retry_at, sweep_retry_ns,
+  concurrency_key, due_at, due_ns, execs
+) VALUES (
+  @id, @machine, @state, @kind, @outcome, @payload, @result, @version, @attempt,
+  @retry_count, @max_retries, @backoff_kind, @backoff_initial, @backoff_factor, @backoff_max,
+  @backoff_jitter, @own_backoff, @last_error, @error_class, @idempotency_key, @fingerprint, @owner,
+  @priority, @created_at, @created_ns, @updated_at, @updated_ns, @started_at, @started_ns,
+  @completed_at, @completed_ns, @not_before, @not_before_ns, @deadline, @deadline_ns, @leases,
+  @lease_expires_at, @lease_expires_ns, @heartbeat_at, @heartbeat_ns, @committed,
+  @cancel_requested, @wake_at, @wake_ns, @sweep_failures, @sweep_retry_at, @sweep_retry_ns,
+  @concurrency_key, @due_at, @due_ns, @execs::text::jsonb
+)
+RETURNING
+  id, machine, state, kind, outcome, NULL::bytea, NULL::bytea, version, attempt,
+  retry_count, max_retries, backoff_kind, backoff_initial, backoff_factor, backoff_max,
+  backoff_jitter, own_backoff, last_error, error_class, idempotency_key, fingerprint, owner,
+  priority, created_at, created_ns, updated_at, updated_ns, started_at, started_ns,
+  completed_at, completed_ns, not_before, not_before_ns, deadline, deadline_ns, leases,
+  lease_expires_at, lease_expires_ns, heartbeat_at, heartbeat_ns, committed,
+  cancel_requested, wake_at, wake_ns, sweep_failures, sweep_retry_at, sweep_retry_ns,
+  concurrency_key
+
+-- A job written at the version read (@old_version). The payload and
+-- result are set only when they changed (@payload_changed,
+-- @result_changed), so that a large payload crosses the network once.
+-- The concurrency key is set at creation and never changed
+-- (jobstate.CheckWrite refuses a write changing it): it is compared, not
+-- written. The statement goes to the server with the COMMIT, so a
+-- refusal must be the server's: a job not found at that version fails it
+-- with a division by zero.
+
+-- name: update_job
+WITH u AS (
+  UPDATE {schema}.jobs SET
+    machine = @machine, state = @state, kind = @kind, outcome = @outcome,
+    payload = CASE WHEN @payload_changed THEN @payload ELSE payload END,
+    result = CASE WHEN @result_changed THEN @result ELSE result END,
+    version = @version, attempt = @attempt, retry_count = @retry_count, max_retries = @max_retries,
+    backoff_kind = @backoff_kind, backoff_initial = @backoff_initial, backoff_factor = @backoff_factor,
+    backoff_max = @backoff_max, backoff_jitter = @backoff_jitter, own_backoff = @own_backoff,
+    last_error = @last_error, error_class = @error_class, idempotency_key = @idempotency_key,
+    fingerprint = @fingerprint, owner = @owner, priority = @priority,
+    created_at = @created_at, created_ns = @created_ns, updated_at = @updated_at, updated_ns = @updated_ns,
+    started_at = @started_at, started_ns = @started_ns, completed_at = @completed_at, completed_ns = @completed_ns,
+    not_before = @not_before, not_before_ns = @not_before_ns, deadline = @deadline, deadline_ns = @deadline_ns,
+    leases = @leases, lease_expires_at = @lease_expires_at, lease_expires_ns = @lease_expires_ns,
+    heartbeat_at = @heartbeat_at, heartbeat_ns = @heartbeat_ns, committed = @committed,
+    cancel_requested = @cancel_requested, wake_at = @wake_at, wake_ns = @wake_ns,
+    sweep_failures = @sweep_failures, sweep_retry_at = @sweep_retry_at, sweep_retry_ns = @sweep_retry_ns,
+    due_at = @due_at, due_ns = @due_ns, execs = @execs::text::jsonb
+  WHERE id = @id AND version = @old_version AND concurrency_key = @concurrency_key
+  RETURNING 1
+)
+SELECT 1 / count(*) FROM u
+
+-- name: insert_transition
+INSERT INTO {schema}.transitions (job_id, version, from_state, event, to_state, actor, reason, exec_id, at, at_ns)
+VALUES (@job_id, @version, @from_state, @event, @to_state, @actor, @reason, @exec_id, @at, @at_ns)
+
+-- name: insert_effect
+INSERT INTO {schema}.effects (job_id, name, exec_id, actor, at, at_ns)
+VALUES (@job_id, @name, @exec_id, @actor, @at, @at_ns)
+
+-- The writes of many jobs at once (a claim batch, a commit group), one
+-- array per column: every job's update in one statement, as update_job
+-- writes one, guarded by the count of rows updated (@rows); every
+-- transition in one insert; every effect in one insert.
+
+-- name: update_many
+WITH u AS (
+  UPDATE {schema}.jobs j SET
+    machine = v.machine, state = v.state, kind = v.kind, outcome = v.outcome,
+    payload = CASE WHEN v.payload_changed THEN v.payload ELSE j.payload END,
+    result = CASE WHEN v.result_changed THEN v.result ELSE j.result END,
+    version = v.version, attempt = v.attempt, retry_count = v.retry_count, max_retries = v.max_retries,
+    backoff_kind = v.backoff_kind, backoff_initial = v.backoff_initial, backoff_factor = v.backoff_factor,
+    backoff_max = v.backoff_max, backoff_jitter = v.backoff_jitter, own_backoff = v.own_backoff,
+    last_error = v.last_error, error_class = v.error_class, idempotency_key = v.idempotency_key,
+    fingerprint = v.fingerprint, owner = v.owner, priority = v.priority,
+    created_at = v.created_at, created_ns = v.created_ns, updated_at = v.updated_at, updated_ns = v.updated_ns,
+    started_at = v.started_at, started_ns = v.started_ns, completed_at = v.completed_at, completed_ns = v.completed_ns,
+    not_before = v.not_before, not_before_ns = v.not_before_ns, deadline = v.deadline, deadline_ns = v.deadline_ns,
+    leases = v.leases, lease_expires_at = v.lease_expires_at, lease_expires_ns = v.lease_expires_ns,
+    heartbeat_at = v.heartbeat_at, heartbeat_ns = v.heartbeat_ns, committed = v.committed,
+    cancel_requested = v.cancel_requested, wake_at = v.wake_at, wake_ns = v.wake_ns,
+    sweep_failures = v.sweep_failures, sweep_retry_at = v.sweep_retry_at, sweep_retry_ns = v.sweep_retry_ns,
+    due_at = v.due_at, due_ns = v.due_ns, execs = v.execs::jsonb
+  FROM unnest(
+    @id::uuid[], @machine::text[], @state::text[], @kind::text[], @outcome::text[],
+    @payload::bytea[], @result::bytea[], @version::int8[], @attempt::int8[],
+    @retry_count::int8[], @max_retries::int8[], @backoff_kind::text[], @backoff_initial::int8[],
+    @backoff_factor::float8[], @backoff_max::int8[], @backoff_jitter::text[], @own_backoff::bool[],
+    @last_error::text[], @error_class::text[], @idempotency_key::text[], @fingerprint::text[], @owner::text[],
+    @priority::int8[], @created_at::timestamptz[], @created_ns::int2[], @updated_at::timestamptz[], @updated_ns::int2[],
+    @started_at::timestamptz[], @started_ns::int2[], @completed_at::timestamptz[], @completed_ns::int2[],
+    @not_before::timestamptz[], @not_before_ns::int2[], @deadline::timestamptz[], @deadline_ns::int2[],
+    @leases::int8[], @lease_expires_at::timestamptz[], @lease_expires_ns::int2[],
+    @heartbeat_at::timestamptz[], @heartbeat_ns::int2[], @committed::uuid[], @cancel_requested::bool[],
+    @wake_at::timestamptz[], @wake_ns::int2[], @sweep_failures::int8[],
+    @sweep_retry_at::timestamptz[], @sweep_retry_ns::int2[], @concurrency_key::text[],
+    @due_at::timestamptz[], @due_ns::int2[], @execs::text[],
+    @old_version::int8[], @payload_changed::bool[], @result_changed::bool[]
+  ) AS v(
+    id, machine, state, kind, outcome, payload, result, version, attempt,
+    retry_count, max_retries, backoff_kind, backoff_initial, backoff_factor, backoff_max,
+    backoff_jitter, own_backoff, last_error, error_class, idempotency_key, fingerprint, owner,
+    priority, created_at, created_ns, updated_at, updated_ns, started_at, started_ns,
+    completed_at, completed_ns, not_before, not_before_ns, deadline, deadline_ns, leases,
+    lease_expires_at, lease_expires_ns, heartbeat_at, heartbeat_ns, committed,
+    cancel_requested, wake_at, wake_ns, sweep_failures, sweep_retry_at, sweep_retry_ns,
+    concurrency_key, due_at, due_ns, execs,
+    old_version, payload_changed, result_changed
+  )
+  WHERE j.id = v.id AND j.version = v.old_version
+  RETURNING 1
+)
+SELECT 1 / (count(*) = @rows)::int FROM u
+
+-- name: insert_transitions
+INSERT INTO {schema}.transitions (job_id, version, from_state, event, to_state, actor, reason, exec_id, at, at_ns)
+SELECT * FROM unnest(
+  @job_id::uuid[], @version::int8[], @from_state::text[], @event::text[], @to_state::text[],
+  @actor::text[], @reason::text[], @exec_id::uuid[], @at::timestamptz[], @at_ns::int2[]
+)
+
+-- name: insert_effects
+INSERT INTO {schema}.effects (job_id, name, exec_id, actor, at, at_ns)
+SELECT * FROM unnest(
+  @job_id::uuid[], @name::text[], @exec_id::uuid[], @actor::text[], @at::timestamptz[], @at_ns::int2[]
+)
+
+-- name: notify
+SELECT pg_notify(@channel, @payload)
+
+-- Prune: up to @lim terminal jobs completed before @cut, oldest first,
+-- with their rows in the other tables (the schema has no foreign keys to
+-- cascade). The jobs are chosen once, in a materialized CTE: a subquery
+-- under IN may be run again by the plan, each run locking and returning
+-- further rows past the limit.
+
+-- name: prune
+WITH s AS MATERIALIZED (
+  SELECT id FROM {schema}.jobs
+   WHERE kind = 'terminal' AND (completed_at, completed_ns) < (@cut_at, @cut_ns)
+   ORDER BY completed_at, completed_ns, id
+   LIMIT @lim
+     FOR UPDATE SKIP LOCKED
+),
+d AS (DELETE FROM {schema}.jobs j USING s WHERE j.id = s.id RETURNING j.id),
+t AS (DELETE FROM {schema}.transitions x USING d WHERE x.job_id = d.id),
+f AS (DELETE FROM {schema}.effects x USING d WHERE x.job_id = d.id),
+k AS (DELETE FROM {schema}.idempotency_keys x USING d WHERE x.job_id = d.id)
+SELECT count(*) FROM d

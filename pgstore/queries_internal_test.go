@@ -1,0 +1,100 @@
+package pgstore
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestStatementsCompile: every statement of queries/*.sql is compiled
+// and used, with its parameters numbered 1 to n and nothing of the
+// files' notation left, whatever the schema's name.
+func TestStatementsCompile(t *testing.T) {
+	for _, schema := range []string{"jobstate", `odd "name"; drop`, "Upper Case"} {
+		s, err := newStatements(schema)
+		if err != nil {
+			t.Fatalf("schema %q: %v", schema, err)
+		}
+		for name, sql := range map[string]string{
+			"get": s.get, "updateJob": s.updateJob, "updateMany": s.updateMany, "insertJob": s.insertJob,
+			"claim": s.claim, "claimKeyed": s.claimKeyed, "heads": s.heads, "holders": s.holders, "list": s.list,
+		} {
+			if strings.ContainsAny(sql, "@{}") {
+				t.Errorf("schema %q: %s keeps the files' notation: %s", schema, name, sql)
+			}
+			if !strings.Contains(sql, `"`+strings.ReplaceAll(schema, `"`, `""`)+`".`) {
+				t.Errorf("schema %q: %s does not name the schema: %s", schema, name, sql)
+			}
+		}
+		if got := maxParam(s.updateJob); got != len(jobParams)+len(writeParams) {
+			t.Errorf("updateJob has %d parameters, want %d", got, len(jobParams)+len(writeParams))
+		}
+		if got := maxParam(s.updateMany); got != len(jobParams)+len(writeParams)+1 {
+			t.Errorf("updateMany has %d parameters, want %d", got, len(jobParams)+len(writeParams)+1)
+		}
+		if got := maxParam(s.insertJob); got != len(jobParams) {
+			t.Errorf("insertJob has %d parameters, want %d", got, len(jobParams))
+		}
+	}
+}
+
+func maxParam(sql string) int {
+	n := 0
+	for _, m := range regexp.MustCompile(`\$([0-9]+)`).FindAllStringSubmatch(sql, -1) {
+		var k int
+		for _, c := range m[1] {
+			k = k*10 + int(c-'0')
+		}
+		n = max(n, k)
+	}
+	return n
+}
+
+// TestCompileQuery: parameters become their places in the declared
+// list, wherever they appear and however often; an undeclared parameter,
+// an unused one, one declared twice and a placeholder left are errors;
+// an @ in a string literal or a quoted identifier is text.
+func TestCompileQuery(t *testing.T) {
+	for _, c := range []struct {
+		sql    string
+		params []string
+		want   string
+		err    string
+	}{
+		{sql: "SELECT @b, @a, @b", params: []string{"a", "b"}, want: "SELECT $2, $1, $2"},
+		{sql: "SELECT '@a', \"@a\", @a", params: []string{"a"}, want: "SELECT '@a', \"@a\", $1"},
+		{sql: "SELECT @a_1::int[]", params: []string{"a_1"}, want: "SELECT $1::int[]"},
+		{sql: "SELECT 1 @> 2, @a", params: []string{"a"}, want: "SELECT 1 @> 2, $1"},
+		{sql: "SELECT @a", params: nil, err: "not declared"},
+		{sql: "SELECT @a", params: []string{"a", "b"}, err: "not used"},
+		{sql: "SELECT @a", params: []string{"a", "a"}, err: "twice"},
+		{sql: "SELECT {job_columns}", params: nil, err: "placeholder"},
+		{sql: "SELECT 'a", params: nil, err: "quote"},
+	} {
+		got, err := compileQuery(c.sql, c.params)
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%q: error %v, want one saying %q", c.sql, err, c.err)
+		case c.err == "" && (err != nil || got != c.want):
+			t.Errorf("%q: %q, %v; want %q", c.sql, got, err, c.want)
+		}
+	}
+}
+
+// TestQueryBookRefuses: a statement the files lack, and one of the files
+// no field uses, are errors of newStatements' book.
+func TestQueryBookRefuses(t *testing.T) {
+	b, err := newQueryBook("jobstate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.stmt("no_such_statement")
+	if err := b.done(); err == nil || !strings.Contains(err.Error(), "no statement") {
+		t.Errorf("a missing statement: %v", err)
+	}
+	b, _ = newQueryBook("jobstate")
+	b.stmt("get", "id")
+	if err := b.done(); err == nil || !strings.Contains(err.Error(), "not used") {
+		t.Errorf("unused statements: %v", err)
+	}
+}
