@@ -26,7 +26,14 @@ import (
 // statistics say. JIT compilation is turned off with them: a plan that
 // must keep a step the planner was told to avoid (the sort of a job's few
 // executions) is costed as if it were huge, and compiling it would take
-// far longer than running it.
+// far longer than running it. And the plan cache is told to keep the
+// generic plan (plan_cache_mode = force_generic_plan): left to itself, the
+// server plans a statement again for the values of each call whenever
+// its custom plans look cheaper than the generic one, which for the
+// update of many jobs from arrays was every call, its planning costing
+// about as much as its execution. With the plans pinned, the generic
+// plan is the same index walk, planned once per connection (and again
+// after the tables are analyzed).
 //
 // A transaction of the store pins its plans at most once: pinPlans goes
 // in front of the first hot batch (in the same round trip) and stays in
@@ -53,18 +60,20 @@ import (
 
 // pinPlans saves the planner settings it changes, in the
 // transaction-local setting jobstate.planner, unless it holds the values
-// saved by an earlier pinPlans that is still in effect, and turns them
-// off for the transaction.
+// saved by an earlier pinPlans that is still in effect, turns them off
+// for the transaction and keeps generic plans.
 const pinPlans = `WITH saved AS MATERIALIZED (
     SELECT CASE WHEN coalesce(current_setting('jobstate.planner', true), '') <> ''
       THEN current_setting('jobstate.planner')
       ELSE set_config('jobstate.planner', concat_ws(',',
         current_setting('enable_seqscan'), current_setting('enable_bitmapscan'),
         current_setting('enable_hashjoin'), current_setting('enable_mergejoin'),
-        current_setting('enable_sort'), current_setting('jit')), true) END AS v)
+        current_setting('enable_sort'), current_setting('jit'),
+        current_setting('plan_cache_mode')), true) END AS v)
 SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
        set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
-       set_config('enable_sort', 'off', true), set_config('jit', 'off', true)
+       set_config('enable_sort', 'off', true), set_config('jit', 'off', true),
+       set_config('plan_cache_mode', 'force_generic_plan', true)
 FROM saved`
 
 // restorePlans gives the settings pinPlans changed the values it saved,
@@ -76,6 +85,7 @@ const restorePlans = `SELECT set_config('enable_seqscan', split_part(v, ',', 1),
        set_config('enable_mergejoin', split_part(v, ',', 4), true),
        set_config('enable_sort', split_part(v, ',', 5), true),
        set_config('jit', split_part(v, ',', 6), true),
+       set_config('plan_cache_mode', split_part(v, ',', 7), true),
        set_config('jobstate.planner', '', true)
 FROM current_setting('jobstate.planner', true) AS v WHERE v <> ''`
 

@@ -54,6 +54,9 @@ func seesSessionPlans(ctx context.Context, t *testing.T, when string) {
 		assert.NoError(t, tx.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v), when)
 		assert.Equal(t, "on", v, when+": "+name)
 	}
+	var mode string
+	assert.NoError(t, tx.QueryRow(ctx, "SELECT current_setting('plan_cache_mode')").Scan(&mode), when)
+	assert.Equal(t, "auto", mode, when+": plan_cache_mode")
 	_, err := tx.Exec(ctx, "SELECT set_config('jobstate_test.seen', current_setting('enable_seqscan'), true)")
 	assert.NoError(t, err, when)
 	var seen string
@@ -127,14 +130,17 @@ func TestWithTxKeepsCallersPlannerSettings(t *testing.T) {
 	defer func() { _ = tx.Rollback(ctx) }()
 	_, err = tx.Exec(ctx, "SET LOCAL enable_hashjoin = off")
 	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_custom_plan")
+	require.NoError(t, err)
 	caller := func(when string) {
 		t.Helper()
-		var seq, hash, sort, jit string
-		require.NoError(t, tx.QueryRow(ctx, "SELECT current_setting('enable_seqscan'), current_setting('enable_hashjoin'), current_setting('enable_sort'), current_setting('jit')").Scan(&seq, &hash, &sort, &jit))
+		var seq, hash, sort, jit, mode string
+		require.NoError(t, tx.QueryRow(ctx, "SELECT current_setting('enable_seqscan'), current_setting('enable_hashjoin'), current_setting('enable_sort'), current_setting('jit'), current_setting('plan_cache_mode')").Scan(&seq, &hash, &sort, &jit, &mode))
 		require.Equal(t, "on", seq, when)
 		require.Equal(t, "off", hash, when)
 		require.Equal(t, "on", sort, when)
 		require.Equal(t, "on", jit, when)
+		require.Equal(t, "force_custom_plan", mode, when)
 	}
 	tctx := pgstore.WithTx(ctx, tx)
 	_, err = s.Update(tctx, j.ID, bump)
@@ -247,4 +253,55 @@ func TestPlansPinnedOncePerTransaction(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 	expect("update in a caller's transaction", 1, 1)
+}
+
+// The hot statements are planned once per connection: in a transaction
+// of the store they run with plan_cache_mode = force_generic_plan, so
+// the server keeps the generic plan (which pinPlans makes the index walk
+// the statement was written for) instead of planning again for the
+// values of each call, as it would for a statement whose custom plans
+// look cheaper than the generic one (the update of many jobs, whose
+// planning cost more than its execution).
+func TestHotStatementsPlannedOnce(t *testing.T) {
+	ctx := context.Background()
+	cfg := pgtest.Pool(t).Config()
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	hot := map[string]bool{}
+	for _, group := range []int{0, 4} {
+		s, err := pgstore.New(pool, pgstore.Options{Schema: pgtest.Schema(t), GroupCommit: group})
+		require.NoError(t, err)
+		for _, sql := range pgstore.HotSQL(s) {
+			hot[sql] = true
+		}
+		jobs := createJobs(t, s, "m", 12)
+		for i := 0; i < 6; i++ {
+			_, err = s.ClaimBatch(ctx, jobstate.ClaimQuery{Machine: "m", Now: epoch}, 2, bump)
+			require.NoError(t, err)
+			_, err = s.Update(ctx, jobs[i].ID, bump)
+			require.NoError(t, err)
+		}
+		s.Close()
+	}
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	rows, err := conn.Query(ctx, "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")
+	require.NoError(t, err)
+	seen := 0
+	for rows.Next() {
+		var sql string
+		var generic, custom int64
+		require.NoError(t, rows.Scan(&sql, &generic, &custom))
+		if !hot[sql] {
+			continue
+		}
+		seen++
+		assert.Zero(t, custom, "custom plans of %.60q", sql)
+		assert.Positive(t, generic, "generic plans of %.60q", sql)
+	}
+	require.NoError(t, rows.Err())
+	require.GreaterOrEqual(t, seen, 5, "hot statements prepared on the connection")
 }

@@ -194,6 +194,7 @@ func TestFunctionsSeeSessionPlannerSettings(t *testing.T) {
 					for _, name := range []string{"enable_seqscan", "enable_bitmapscan", "enable_hashjoin", "enable_mergejoin", "enable_sort"} {
 						require.Equal(t, "on", setting(ctx, t, name), name)
 					}
+					require.Equal(t, "auto", setting(ctx, t, "plan_cache_mode"))
 					// What a function sets stays set.
 					_, err := mustTx(ctx, t).Exec(ctx, "SET LOCAL enable_sort = "+sort)
 					require.NoError(t, err)
