@@ -3,9 +3,9 @@ package pgstore
 import "slices"
 
 // statements are the store's SQL (queries/*.sql), compiled for its
-// schema: each field is the statement of the same name in snake case,
-// its parameters numbered in the order given here, the order its callers
-// send the values in.
+// schema: each field is the statement newStatements names for it, its
+// parameters numbered in the order given there, which is the order its
+// callers send the values in.
 type statements struct {
 	channel                                      string
 	get, exists, execs, history, effects, count  string
