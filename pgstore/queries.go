@@ -84,6 +84,7 @@ func readQueries() (map[string]string, error) {
 type queryBook struct {
 	texts map[string]string
 	lists *strings.Replacer
+	known map[string]bool // the placeholders lists replaces
 	used  map[string]bool
 	err   error
 }
@@ -93,16 +94,17 @@ func newQueryBook(schema string) (*queryBook, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &queryBook{
-		texts: texts,
-		lists: strings.NewReplacer(
-			"{schema}", pgx.Identifier{schema}.Sanitize(),
-			"{job_columns}", oneLine(jobColumns),
-			"{snapshot_columns}", oneLine(snapColumns),
-			"{j.snapshot_columns}", qualified("j", snapColumns),
-		),
-		used: map[string]bool{},
-	}, nil
+	lists := []string{
+		"{schema}", pgx.Identifier{schema}.Sanitize(),
+		"{job_columns}", oneLine(jobColumns),
+		"{snapshot_columns}", oneLine(snapColumns),
+		"{j.snapshot_columns}", qualified("j", snapColumns),
+	}
+	known := map[string]bool{}
+	for i := 0; i < len(lists); i += 2 {
+		known[lists[i]] = true
+	}
+	return &queryBook{texts: texts, lists: strings.NewReplacer(lists...), known: known, used: map[string]bool{}}, nil
 }
 
 // stmt returns the statement name, compiled with the parameters params
@@ -114,6 +116,12 @@ func (b *queryBook) stmt(name string, params ...string) string {
 		return ""
 	}
 	b.used[name] = true
+	for _, p := range placeholder.FindAllString(text, -1) {
+		if !b.known[p] {
+			b.fail(fmt.Errorf("statement %s: unknown placeholder %s", name, p))
+			return ""
+		}
+	}
 	sql, err := compileQuery(b.lists.Replace(text), params)
 	if err != nil {
 		b.fail(fmt.Errorf("statement %s: %w", name, err))
@@ -141,16 +149,14 @@ func (b *queryBook) done() error {
 	return nil
 }
 
-var leftPlaceholder = regexp.MustCompile(`\{[a-z_.]+\}`)
+// placeholder is a {name} of the files, replaced before compileQuery.
+var placeholder = regexp.MustCompile(`\{[a-z_.]+\}`)
 
 // compileQuery replaces each parameter @name of sql, outside string
 // literals and quoted identifiers, by $k, k the place of name in params
-// counted from 1. A parameter not in params, one of params the statement
-// does not use, and a {placeholder} left in sql are errors.
+// counted from 1. A parameter not in params, and one of params the
+// statement does not use, are errors.
 func compileQuery(sql string, params []string) (string, error) {
-	if p := leftPlaceholder.FindString(sql); p != "" {
-		return "", fmt.Errorf("unknown placeholder %s", p)
-	}
 	place := make(map[string]int, len(params))
 	for i, p := range params {
 		if _, dup := place[p]; dup {

@@ -10,7 +10,7 @@ import (
 // and used, with its parameters numbered 1 to n and nothing of the
 // files' notation left, whatever the schema's name.
 func TestStatementsCompile(t *testing.T) {
-	for _, schema := range []string{"jobstate", `odd "name"; drop`, "Upper Case"} {
+	for _, schema := range []string{"jobstate", `odd "name"; drop`, "Upper Case", "{job_columns}@id'"} {
 		s, err := newStatements(schema)
 		if err != nil {
 			t.Fatalf("schema %q: %v", schema, err)
@@ -19,7 +19,7 @@ func TestStatementsCompile(t *testing.T) {
 			"get": s.get, "updateJob": s.updateJob, "updateMany": s.updateMany, "insertJob": s.insertJob,
 			"claim": s.claim, "claimKeyed": s.claimKeyed, "heads": s.heads, "holders": s.holders, "list": s.list,
 		} {
-			if strings.ContainsAny(sql, "@{}") {
+			if strings.ContainsAny(strings.ReplaceAll(sql, schema, ""), "@{}") {
 				t.Errorf("schema %q: %s keeps the files' notation: %s", schema, name, sql)
 			}
 			if !strings.Contains(sql, `"`+strings.ReplaceAll(schema, `"`, `""`)+`".`) {
@@ -68,7 +68,6 @@ func TestCompileQuery(t *testing.T) {
 		{sql: "SELECT @a", params: nil, err: "not declared"},
 		{sql: "SELECT @a", params: []string{"a", "b"}, err: "not used"},
 		{sql: "SELECT @a", params: []string{"a", "a"}, err: "twice"},
-		{sql: "SELECT {job_columns}", params: nil, err: "placeholder"},
 		{sql: "SELECT 'a", params: nil, err: "quote"},
 	} {
 		got, err := compileQuery(c.sql, c.params)
@@ -81,8 +80,9 @@ func TestCompileQuery(t *testing.T) {
 	}
 }
 
-// TestQueryBookRefuses: a statement the files lack, and one of the files
-// no field uses, are errors of newStatements' book.
+// TestQueryBookRefuses: a statement the files lack, a placeholder the
+// book does not know, and a statement of the files no field uses, are
+// errors of newStatements' book.
 func TestQueryBookRefuses(t *testing.T) {
 	b, err := newQueryBook("jobstate")
 	if err != nil {
@@ -91,6 +91,12 @@ func TestQueryBookRefuses(t *testing.T) {
 	b.stmt("no_such_statement")
 	if err := b.done(); err == nil || !strings.Contains(err.Error(), "no statement") {
 		t.Errorf("a missing statement: %v", err)
+	}
+	b, _ = newQueryBook("jobstate")
+	b.texts["get"] = "SELECT {jobs_columns} FROM {schema}.jobs WHERE id = @id"
+	b.stmt("get", "id")
+	if err := b.done(); err == nil || !strings.Contains(err.Error(), "unknown placeholder {jobs_columns}") {
+		t.Errorf("a misspelt list: %v", err)
 	}
 	b, _ = newQueryBook("jobstate")
 	b.stmt("get", "id")
