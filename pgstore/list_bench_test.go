@@ -2,9 +2,11 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/machines"
 	"github.com/jobstate/jobstate/pgstore/pgtest"
 )
 
@@ -17,7 +19,17 @@ import (
 func BenchmarkList(b *testing.B) {
 	s := pgtest.Store(b)
 	loadScale(b, s, 1_000_000)
-	eng, err := jobstate.New(s)
+	// The machines loadScale's jobs belong to: a listing by machine
+	// names a machine the engine knows.
+	var defs []*jobstate.Definition
+	for i := range 7 {
+		def, err := jobstate.NewDefinition(machines.WorkSpec(fmt.Sprintf("m%d", i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defs = append(defs, def)
+	}
+	eng, err := jobstate.New(s, jobstate.WithMachines(defs...))
 	if err != nil {
 		b.Fatal(err)
 	}
