@@ -49,7 +49,7 @@ type Store interface {
 	// none) and calls fn: the zero Write (a Job without an ID) keeps the
 	// existing job (returned with created == false); any other is inserted
 	// and takes the key over. A zero Write with no existing job is
-	// ErrInvalidArgument.
+	// ErrInvalidArgument (KeepsHolder decides both).
 	// The Write's Job must carry a new ID (else ErrDuplicateJob), Version
 	// >= 1, and its transitions. An error from fn is returned as it is and
 	// nothing is written.

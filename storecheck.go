@@ -66,6 +66,22 @@ func CheckNew(w Write) error {
 	return checkEffects(id, nil, w.Effects)
 }
 
+// KeepsHolder reports whether w, returned by a CreateFunc given the key's
+// holder existing (nil for none), keeps the holder instead of creating a
+// job: w carries no job (a zero Write). A zero Write with no holder to
+// keep is refused with ErrInvalidArgument, and the store writes nothing.
+// A Write that carries a job is not kept (false, nil): the store checks
+// it with CheckNew and inserts it.
+func KeepsHolder(w Write, existing *Job) (bool, error) {
+	if w.Job.ID != uuid.Nil {
+		return false, nil
+	}
+	if existing == nil {
+		return false, fmt.Errorf("%w: create function returned no job and there is none to keep", ErrInvalidArgument)
+	}
+	return true, nil
+}
+
 // CheckKeyLimit returns ErrKeyLimit (wrapped, naming the key) when a
 // KeyLimiter store must refuse w over cur: w.MaxPerKey is above zero, the
 // job has a ConcurrencyKey, w raises its Leases, and live, the sum of

@@ -80,3 +80,20 @@ func TestCheckNew(t *testing.T) {
 	assert.ErrorIs(t, jobstate.CheckNew(jobstate.Write{Job: jobstate.Job{ID: id, Version: 1}, Transitions: []jobstate.Transition{{JobID: id, Version: 2}}}), jobstate.ErrVersionConflict)
 	assert.ErrorIs(t, jobstate.CheckNew(jobstate.Write{Job: jobstate.Job{ID: id, Version: 1}, Transitions: []jobstate.Transition{{JobID: uuid.New(), Version: 1}}}), jobstate.ErrInvalidArgument)
 }
+
+// TestKeepsHolder: a zero Write keeps the holder there is, is refused
+// without one, and a Write with a job is never kept.
+func TestKeepsHolder(t *testing.T) {
+	holder := &jobstate.Job{ID: uuid.New(), Version: 1}
+	kept, err := jobstate.KeepsHolder(jobstate.Write{}, holder)
+	assert.NoError(t, err)
+	assert.True(t, kept)
+	kept, err = jobstate.KeepsHolder(jobstate.Write{}, nil)
+	assert.True(t, errors.Is(err, jobstate.ErrInvalidArgument))
+	assert.False(t, kept)
+	for _, existing := range []*jobstate.Job{nil, holder} {
+		kept, err = jobstate.KeepsHolder(jobstate.Write{Job: jobstate.Job{ID: uuid.New(), Version: 1}}, existing)
+		assert.NoError(t, err)
+		assert.False(t, kept)
+	}
+}

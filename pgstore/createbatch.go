@@ -94,10 +94,11 @@ func (s *Store) CreateBatch(ctx context.Context, keys []jobstate.BatchKey, fn jo
 			if err != nil {
 				return nil, err
 			}
-			if w.Job.ID == uuid.Nil {
-				if existing == nil {
-					return nil, fmt.Errorf("%w: create function returned no job and there is none to keep", jobstate.ErrInvalidArgument)
-				}
+			kept, err := jobstate.KeepsHolder(w, existing)
+			if err != nil {
+				return nil, err
+			}
+			if kept {
 				out = append(out, jobstate.Created{Job: *existing, Existing: true})
 				continue
 			}

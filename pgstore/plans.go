@@ -29,11 +29,10 @@ import (
 // far longer than running it. And the plan cache is told to keep the
 // generic plan (plan_cache_mode = force_generic_plan): left to itself, the
 // server plans a statement again for the values of each call whenever
-// its custom plans look cheaper than the generic one, which for the
-// update of many jobs from arrays was every call, its planning costing
-// about as much as its execution. With the plans pinned, the generic
-// plan is the same index walk, planned once per connection (and again
-// after the tables are analyzed).
+// its custom plans look cheaper than the generic one (as a custom plan
+// that knows the arrays' lengths does). With the plans pinned, the
+// generic plan is the same index walk, planned once per connection (and
+// again after the tables are analyzed).
 //
 // A transaction of the store pins its plans at most once: pinPlans goes
 // in front of the first hot batch (in the same round trip) and stays in

@@ -260,8 +260,8 @@ func TestPlansPinnedOncePerTransaction(t *testing.T) {
 // the server keeps the generic plan (which pinPlans makes the index walk
 // the statement was written for) instead of planning again for the
 // values of each call, as it would for a statement whose custom plans
-// look cheaper than the generic one (the update of many jobs, whose
-// planning cost more than its execution).
+// look cheaper than the generic one (the update of many jobs from
+// arrays).
 func TestHotStatementsPlannedOnce(t *testing.T) {
 	ctx := context.Background()
 	cfg := pgtest.Pool(t).Config()

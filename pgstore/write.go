@@ -41,10 +41,11 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 		if err != nil {
 			return nil, err
 		}
-		if w.Job.ID == uuid.Nil {
-			if existing == nil {
-				return nil, fmt.Errorf("%w: create function returned no job and there is none to keep", jobstate.ErrInvalidArgument)
-			}
+		kept, err := jobstate.KeepsHolder(w, existing)
+		if err != nil {
+			return nil, err
+		}
+		if kept {
 			out = *existing
 			return nil, nil
 		}

@@ -94,10 +94,11 @@ func (s *Store) createIn(fctx context.Context, st *txState, op, machine, key str
 	if err != nil {
 		return jobstate.Created{}, err
 	}
-	if w.Job.ID == uuid.Nil {
-		if existing == nil {
-			return jobstate.Created{}, fmt.Errorf("%w: create function returned no job and there is none to keep", jobstate.ErrInvalidArgument)
-		}
+	kept, err := jobstate.KeepsHolder(w, existing)
+	if err != nil {
+		return jobstate.Created{}, err
+	}
+	if kept {
 		return jobstate.Created{Job: *existing, Existing: true}, nil
 	}
 	wctx := context.WithoutCancel(fctx)
