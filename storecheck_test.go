@@ -89,7 +89,7 @@ func TestKeepsHolder(t *testing.T) {
 	assert.NoError(t, err)
 	assert.True(t, kept)
 	kept, err = jobstate.KeepsHolder(jobstate.Write{}, nil)
-	assert.True(t, errors.Is(err, jobstate.ErrInvalidArgument))
+	assert.ErrorIs(t, err, jobstate.ErrInvalidArgument)
 	assert.False(t, kept)
 	for _, existing := range []*jobstate.Job{nil, holder} {
 		kept, err = jobstate.KeepsHolder(jobstate.Write{Job: jobstate.Job{ID: uuid.New(), Version: 1}}, existing)

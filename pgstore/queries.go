@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -135,16 +136,21 @@ func (b *queryBook) fail(err error) {
 	}
 }
 
-// done returns the book's first error, or names a statement of the files
-// that was never compiled.
+// done returns the book's first error, or names the statements of the
+// files that were never compiled.
 func (b *queryBook) done() error {
 	if b.err != nil {
 		return b.err
 	}
+	var unused []string
 	for name := range b.texts {
 		if !b.used[name] {
-			return fmt.Errorf("pgstore: queries: statement %s is not used", name)
+			unused = append(unused, name)
 		}
+	}
+	if len(unused) > 0 {
+		slices.Sort(unused)
+		return fmt.Errorf("pgstore: queries: statements not used: %s", strings.Join(unused, ", "))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -38,13 +39,14 @@ func TestStatementsCompile(t *testing.T) {
 	}
 }
 
+// paramRef is a positional parameter of a compiled statement.
+var paramRef = regexp.MustCompile(`\$([0-9]+)`)
+
+// maxParam returns the highest positional parameter of sql.
 func maxParam(sql string) int {
 	n := 0
-	for _, m := range regexp.MustCompile(`\$([0-9]+)`).FindAllStringSubmatch(sql, -1) {
-		var k int
-		for _, c := range m[1] {
-			k = k*10 + int(c-'0')
-		}
+	for _, m := range paramRef.FindAllStringSubmatch(sql, -1) {
+		k, _ := strconv.Atoi(m[1]) // digits only, by the pattern
 		n = max(n, k)
 	}
 	return n
@@ -52,8 +54,9 @@ func maxParam(sql string) int {
 
 // TestCompileQuery: parameters become their places in the declared
 // list, wherever they appear and however often; an undeclared parameter,
-// an unused one, one declared twice and a placeholder left are errors;
-// an @ in a string literal or a quoted identifier is text.
+// an unused one, one declared twice and an unterminated quote are
+// errors; an @ in a string literal or a quoted identifier, and an
+// operator with @, are text.
 func TestCompileQuery(t *testing.T) {
 	for _, c := range []struct {
 		sql    string
