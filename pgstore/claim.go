@@ -98,7 +98,7 @@ func (s *Store) ClaimNext(ctx context.Context, q jobstate.ClaimQuery, fn jobstat
 // takes it). With a limit per key (keys.limit above zero), the jobs of a
 // key at its limit, or in keys.passed, are left out too.
 func (s *Store) claimSnapshots(ctx context.Context, tx *connTx, prefix, machine string, now pgtype.Timestamptz, nowNs int16, excluded []uuid.UUID, keys *claimKeys, n int) ([]jobstate.Snapshot, error) {
-	lock, args := s.sql.claim, []any{machine, now, nowNs, excluded, n}
+	lock, args := s.sql.claim, []any{machine, now, nowNs, pgIDs(excluded), n}
 	if keys.limit > 0 {
 		lock, args = s.sql.claimKeyed, append(args, keys.limit, keys.passed, s.keyLockPrefix(machine))
 	} else {

@@ -60,6 +60,24 @@ func (p *tsPair) time() time.Time { return decTime(p.ts, p.ns) }
 
 func encUUID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: id != uuid.Nil} }
 
+// Every id goes to pgx as a pgtype.UUID, which it encodes as the 16
+// bytes they are. A uuid.UUID is a driver.Valuer, which pgx encodes
+// through its text form, parsed back; in a COPY it first builds and drops
+// an error for each value.
+
+// pgID is id as a statement's argument (the nil UUID stays a value, not
+// NULL).
+func pgID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
+
+// pgIDs is ids as a statement's array argument, never NULL.
+func pgIDs(ids []uuid.UUID) []pgtype.UUID {
+	out := make([]pgtype.UUID, len(ids))
+	for i, id := range ids {
+		out[i] = pgID(id)
+	}
+	return out
+}
+
 func decUUID(u pgtype.UUID) uuid.UUID {
 	if !u.Valid {
 		return uuid.Nil
@@ -122,7 +140,7 @@ func jobArgs(j *jobstate.Job, execs []jobstate.Execution) ([]any, error) {
 	retry, retryNs := encTime(j.SweepRetryAt)
 	due, dueNs := encTime(j.DueAt())
 	return []any{
-		j.ID, j.Machine, string(j.State), kind, string(j.Outcome), j.Payload, j.Result, j.Version, j.Attempt,
+		pgID(j.ID), j.Machine, string(j.State), kind, string(j.Outcome), j.Payload, j.Result, j.Version, j.Attempt,
 		j.RetryCount, j.MaxRetries, string(j.Backoff.Kind), int64(j.Backoff.Initial), j.Backoff.Factor, int64(j.Backoff.Max),
 		string(j.Backoff.Jitter), j.OwnBackoff, j.LastError, string(j.ErrorClass), j.IdempotencyKey, j.Fingerprint, j.Owner,
 		j.Priority, created, createdNs, updated, updatedNs, started, startedNs,
@@ -135,7 +153,7 @@ func jobArgs(j *jobstate.Job, execs []jobstate.Execution) ([]any, error) {
 
 // jobRow is the scan target of jobColumns.
 type jobRow struct {
-	id                                              uuid.UUID
+	id                                              pgtype.UUID
 	machine, state, kind, outcome                   string
 	payload, result                                 []byte
 	version                                         int64
@@ -169,10 +187,10 @@ func (r *jobRow) dest() []any {
 func (r *jobRow) job() (jobstate.Job, error) {
 	kind, ok := kindsByName[r.kind]
 	if !ok {
-		return jobstate.Job{}, fmt.Errorf("pgstore: job %s has unknown kind %q", r.id, r.kind)
+		return jobstate.Job{}, fmt.Errorf("pgstore: job %s has unknown kind %q", decUUID(r.id), r.kind)
 	}
 	return jobstate.Job{
-		ID: r.id, Machine: r.machine, State: jobstate.State(r.state), Kind: kind, Outcome: jobstate.Outcome(r.outcome),
+		ID: decUUID(r.id), Machine: r.machine, State: jobstate.State(r.state), Kind: kind, Outcome: jobstate.Outcome(r.outcome),
 		Payload: r.payload, Result: r.result, Version: r.version, Attempt: int(r.attempt),
 		RetryCount: int(r.retryCount), MaxRetries: int(r.maxRetries),
 		Backoff: jobstate.Backoff{
@@ -350,13 +368,13 @@ func scanTransitions(rows pgx.Rows) ([]jobstate.Transition, error) {
 	for rows.Next() {
 		var t jobstate.Transition
 		var from, ev, to string
-		var exec pgtype.UUID
+		var job, exec pgtype.UUID
 		var at tsPair
-		if err := rows.Scan(&t.JobID, &t.Version, &from, &ev, &to, &t.Actor, &t.Reason, &exec, &at.ts, &at.ns); err != nil {
+		if err := rows.Scan(&job, &t.Version, &from, &ev, &to, &t.Actor, &t.Reason, &exec, &at.ts, &at.ns); err != nil {
 			return nil, err
 		}
 		t.From, t.Event, t.To = jobstate.State(from), jobstate.Event(ev), jobstate.State(to)
-		t.ExecID, t.At = decUUID(exec), at.time()
+		t.JobID, t.ExecID, t.At = decUUID(job), decUUID(exec), at.time()
 		out = append(out, t)
 	}
 	return out, rows.Err()
@@ -364,7 +382,7 @@ func scanTransitions(rows pgx.Rows) ([]jobstate.Transition, error) {
 
 func transitionArgs(jobID uuid.UUID, t *jobstate.Transition) []any {
 	at, atNs := encTime(t.At)
-	return []any{jobID, t.Version, string(t.From), string(t.Event), string(t.To), t.Actor, t.Reason, encUUID(t.ExecID), at, atNs}
+	return []any{pgID(jobID), t.Version, string(t.From), string(t.Event), string(t.To), t.Actor, t.Reason, encUUID(t.ExecID), at, atNs}
 }
 
 const effectColumns = `name, exec_id, actor, at, at_ns`
@@ -386,14 +404,17 @@ func scanEffects(rows pgx.Rows) ([]jobstate.EffectRecord, error) {
 // when jobID is not nil.
 func scanEffect(rows pgx.Rows, jobID *uuid.UUID) (jobstate.EffectRecord, error) {
 	var e jobstate.EffectRecord
-	var exec pgtype.UUID
+	var job, exec pgtype.UUID
 	var at tsPair
 	dest := []any{&e.Name, &exec, &e.Actor, &at.ts, &at.ns}
 	if jobID != nil {
-		dest = append([]any{jobID}, dest...)
+		dest = append([]any{&job}, dest...)
 	}
 	if err := rows.Scan(dest...); err != nil {
 		return e, err
+	}
+	if jobID != nil {
+		*jobID = decUUID(job)
 	}
 	e.ExecID, e.At = decUUID(exec), at.time()
 	return e, nil
@@ -401,5 +422,5 @@ func scanEffect(rows pgx.Rows, jobID *uuid.UUID) (jobstate.EffectRecord, error) 
 
 func effectArgs(jobID uuid.UUID, e *jobstate.EffectRecord) []any {
 	at, atNs := encTime(e.At)
-	return []any{jobID, e.Name, encUUID(e.ExecID), e.Actor, at, atNs}
+	return []any{pgID(jobID), e.Name, encUUID(e.ExecID), e.Actor, at, atNs}
 }

@@ -145,7 +145,7 @@ func (s *Store) CreateBatch(ctx context.Context, keys []jobstate.BatchKey, fn jo
 			for k, id := range taken {
 				tm, tk, ids = append(tm, k.Machine), append(tk, k.Key), append(ids, id)
 			}
-			b.Queue(s.sql.takeKeys, tm, tk, ids)
+			b.Queue(s.sql.takeKeys, tm, tk, pgIDs(ids))
 		}
 		s.queueHeads(b, tx.plans, heads, false)
 		if !s.opts.NoNotify {

@@ -137,7 +137,7 @@ func (s *Store) lockGroup(tx *connTx, ids []uuid.UUID) (map[uuid.UUID]*jobstate.
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
 	defer cancel()
 	snaps, err := s.loadSnapshots(ctx, tx, snapshotQuery{
-		lock: s.sql.lockMany, lockArgs: []any{ids},
+		lock: s.sql.lockMany, lockArgs: []any{pgIDs(ids)},
 		effects: s.sql.claimEffs, readArgs: []any{claimedSetting},
 	})
 	if err != nil {

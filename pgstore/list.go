@@ -135,7 +135,7 @@ func (s *Store) listSQL(q jobstate.ListQuery) (string, []any, error) {
 	}
 	if q.After != (jobstate.ListCursor{}) {
 		at, ns := encTime(q.After.At)
-		where = append(where, fmt.Sprintf("(%s_at, %s_ns, id) %s (%s, %s, %s)", col, col, cmp, arg(at), arg(ns), arg(q.After.ID)))
+		where = append(where, fmt.Sprintf("(%s_at, %s_ns, id) %s (%s, %s, %s)", col, col, cmp, arg(at), arg(ns), arg(pgID(q.After.ID))))
 	}
 	order := fmt.Sprintf(" ORDER BY %s_at %s, %s_ns %s, id %s LIMIT %s", col, dir, col, dir, dir, arg(q.Limit))
 	var sql string

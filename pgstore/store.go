@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobstate/jobstate"
@@ -290,7 +291,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (jobstate.Job, error) {
 	if err := ctx.Err(); err != nil {
 		return jobstate.Job{}, err
 	}
-	rows, err := s.q(ctx).Query(ctx, s.sql.get, id)
+	rows, err := s.q(ctx).Query(ctx, s.sql.get, pgID(id))
 	if err != nil {
 		return jobstate.Job{}, s.fail(ctx, "get", err)
 	}
@@ -308,7 +309,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (jobstate.Job, error) {
 // no row.
 func (s *Store) exists(ctx context.Context, what string, id uuid.UUID) error {
 	var ok bool
-	if err := s.q(ctx).QueryRow(ctx, s.sql.exists, id).Scan(&ok); err != nil {
+	if err := s.q(ctx).QueryRow(ctx, s.sql.exists, pgID(id)).Scan(&ok); err != nil {
 		return s.fail(ctx, what, err)
 	}
 	if !ok {
@@ -325,7 +326,7 @@ func (s *Store) Executions(ctx context.Context, id uuid.UUID) ([]jobstate.Execut
 		return nil, err
 	}
 	var data []byte
-	if err := s.q(ctx).QueryRow(ctx, s.sql.execs, id).Scan(&data); err != nil {
+	if err := s.q(ctx).QueryRow(ctx, s.sql.execs, pgID(id)).Scan(&data); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
 		}
@@ -354,7 +355,7 @@ func readOf[T any](ctx context.Context, s *Store, what, sql string, id uuid.UUID
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rows, err := s.q(ctx).Query(ctx, sql, id)
+	rows, err := s.q(ctx).Query(ctx, sql, pgID(id))
 	if err != nil {
 		return nil, s.fail(ctx, what, err)
 	}
@@ -431,7 +432,7 @@ func (s *Store) Due(ctx context.Context, q jobstate.DueQuery) ([]jobstate.DueJob
 	if q.Limit > 0 {
 		lim = q.Limit
 	}
-	sql, args := s.sql.dueAny, []any{now, nowNs, after, afterNs, q.AfterID, lim}
+	sql, args := s.sql.dueAny, []any{now, nowNs, after, afterNs, pgID(q.AfterID), lim}
 	if len(q.Machines) > 0 {
 		sql, args = s.sql.dueMachines, append(args, q.Machines)
 	}
@@ -443,11 +444,12 @@ func (s *Store) Due(ctx context.Context, q jobstate.DueQuery) ([]jobstate.DueJob
 	var out []jobstate.DueJob
 	for rows.Next() {
 		var d jobstate.DueJob
+		var id pgtype.UUID
 		var w tsPair
-		if err := rows.Scan(&d.ID, &w.ts, &w.ns); err != nil {
+		if err := rows.Scan(&id, &w.ts, &w.ns); err != nil {
 			return nil, s.fail(ctx, "due", err)
 		}
-		d.WakeAt = w.time()
+		d.ID, d.WakeAt = decUUID(id), w.time()
 		out = append(out, d)
 	}
 	if err := rows.Err(); err != nil {

@@ -57,7 +57,7 @@ func (s *Store) Create(ctx context.Context, machine, key string, fn jobstate.Cre
 			return nil, err
 		}
 		if key != "" {
-			b.Queue(s.sql.takeKeys, []string{machine}, []string{key}, []uuid.UUID{w.Job.ID})
+			b.Queue(s.sql.takeKeys, []string{machine}, []string{key}, pgIDs([]uuid.UUID{w.Job.ID}))
 		}
 		created = true
 		return b, nil
@@ -104,8 +104,8 @@ func (s *Store) updateAlone(ctx context.Context, id uuid.UUID, fn jobstate.Updat
 	var out jobstate.Job
 	err := s.inTx(ctx, "update", func(tx *connTx) (*pgx.Batch, error) {
 		snaps, err := s.loadSnapshots(ctx, tx, snapshotQuery{
-			lock: s.sql.lock, lockArgs: []any{id},
-			effects: s.sql.snapEffects, readArgs: []any{id},
+			lock: s.sql.lock, lockArgs: []any{pgID(id)},
+			effects: s.sql.snapEffects, readArgs: []any{pgID(id)},
 		})
 		if err != nil {
 			return nil, s.fail(ctx, "update: locking the job", err)
