@@ -18,7 +18,10 @@
 // runtime's slots freed before the commit) and loop (goroutines looping
 // ClaimMany → Succeed). Each figure is the median of -runs runs with its
 // spread, the libraries alternating which runs first; ratios are
-// jobstate/river.
+// jobstate/river. The work section also reports the CPU a job cost the
+// benchmark's process and the cluster's processes in the same runs (read
+// from Linux's /proc; "n/a" where it cannot be read), a figure less
+// noisy than a rate on a shared machine.
 //
 // It is a module of its own, outside the repository's go.work, because
 // river v0.51 requires Go 1.26; GOWORK=off makes the go command use this

@@ -47,3 +47,79 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestParseStat(t *testing.T) {
+	// Fields 14 to 17 are utime, stime, cutime and cstime; field 4 the
+	// parent's pid. The command name holds a space and a parenthesis.
+	line := "4242 (post (gres) x) S 77 4242 4242 0 -1 4194304 100 0 0 0 11 22 33 44 20 0 1 0 500 0 0"
+	own, children, ppid, err := parseStat(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own != 33 || children != 77 || ppid != 77 {
+		t.Errorf("own %d, children %d, ppid %d; want 33, 77, 77", own, children, ppid)
+	}
+	for _, bad := range []string{"", "4242 no name", "4242 (x) S 1 2 3"} {
+		if _, _, _, err := parseStat(bad); err == nil {
+			t.Errorf("parseStat(%q): no error", bad)
+		}
+	}
+}
+
+// TestCPUMeterReadsTheClient checks that CPU spent by this process shows
+// in the client's reading, and that a meter without a cluster reads no
+// server.
+func TestCPUMeterReadsTheClient(t *testing.T) {
+	m := newCPUMeter(t.TempDir())
+	a := m.read()
+	if a.server >= 0 {
+		t.Fatalf("server read without a cluster: %v", a.server)
+	}
+	x := 0
+	for start := time.Now(); time.Since(start) < 50*time.Millisecond; {
+		x++
+	}
+	b := m.read()
+	client, server := perJob(a, b, 1)
+	if client < 10_000 { // 50 ms of spinning: at least 10 ms of CPU
+		t.Errorf("client CPU %.0f µs after spinning (%d turns)", client, x)
+	}
+	if server >= 0 {
+		t.Errorf("server CPU %.0f µs without a cluster", server)
+	}
+}
+
+// TestCPUMeterReadsTheServer starts a cluster and checks that the meter
+// finds its postmaster and reads the CPU of a query's backend: skipped
+// like TestSmoke.
+func TestCPUMeterReadsTheServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL cluster")
+	}
+	ctx := context.Background()
+	cl, err := pgtest.Start(ctx, pgtest.Settings{Own: true})
+	if err != nil {
+		if os.Getenv(pgtest.EnvRequire) == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	t.Cleanup(func() { _ = cl.Stop() })
+	m := newCPUMeter(cl.Dir)
+	if m.postmaster == 0 {
+		t.Fatalf("no postmaster found in %s", cl.Dir)
+	}
+	p, err := newPool(ctx, cl.URL, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	a := m.read()
+	if _, err := p.Exec(ctx, "SELECT count(*) FROM generate_series(1, 3000000)"); err != nil {
+		t.Fatal(err)
+	}
+	_, server := perJob(a, m.read(), 1)
+	if server <= 0 {
+		t.Errorf("server CPU %.0f µs after counting three million rows", server)
+	}
+}
