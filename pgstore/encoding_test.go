@@ -121,21 +121,24 @@ func TestIDsCrossAsBytes(t *testing.T) {
 			batch, err := eng.ClaimMany(ctx, jobstate.ClaimRequest{Machine: "work", Worker: "w"}, 3)
 			require.NoError(t, err)
 			require.NotEmpty(t, batch)
+			// Concurrent ends, so that a group store groups them.
+			errs := make([]error, len(batch))
 			var wg sync.WaitGroup
 			for i, c := range batch {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					if i == 0 {
-						_, err := eng.Fail(ctx, c.Lease, fmt.Errorf("try again"))
-						require.NoError(t, err)
+						_, errs[i] = eng.Fail(ctx, c.Lease, fmt.Errorf("try again"))
 						return
 					}
-					_, err := eng.Succeed(ctx, c.Lease, jobstate.CommitInput{})
-					require.NoError(t, err)
+					_, errs[i] = eng.Succeed(ctx, c.Lease, jobstate.CommitInput{})
 				}()
 			}
 			wg.Wait()
+			for _, err := range errs {
+				require.NoError(t, err)
+			}
 
 			_, err = eng.Get(ctx, first.Job.ID)
 			require.NoError(t, err)
