@@ -161,6 +161,7 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 			if err != nil {
 				return nil, s.fail(ctx, "claim batch", err)
 			}
+			many.reserve(len(snaps))
 			if err := s.gateBatch(ctx, tx, q.Machine, &keys, snaps); err != nil {
 				return nil, s.fail(ctx, "claim batch: locking the concurrency keys", err)
 			}

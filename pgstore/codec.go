@@ -139,7 +139,9 @@ func jobArgs(j *jobstate.Job, execs []jobstate.Execution) ([]any, error) {
 	wake, wakeNs := encNullTime(j.WakeAt)
 	retry, retryNs := encTime(j.SweepRetryAt)
 	due, dueNs := encTime(j.DueAt())
-	return []any{
+	// Room for the values a write sends after them (writeParams).
+	args := make([]any, 0, len(jobParams)+len(writeParams))
+	return append(args,
 		pgID(j.ID), j.Machine, string(j.State), kind, string(j.Outcome), j.Payload, j.Result, j.Version, j.Attempt,
 		j.RetryCount, j.MaxRetries, string(j.Backoff.Kind), int64(j.Backoff.Initial), j.Backoff.Factor, int64(j.Backoff.Max),
 		string(j.Backoff.Jitter), j.OwnBackoff, j.LastError, string(j.ErrorClass), j.IdempotencyKey, j.Fingerprint, j.Owner,
@@ -148,7 +150,7 @@ func jobArgs(j *jobstate.Job, execs []jobstate.Execution) ([]any, error) {
 		leaseExp, leaseExpNs, hb, hbNs, encUUID(j.Committed),
 		j.CancelRequested, wake, wakeNs, j.SweepFailures, retry, retryNs,
 		j.ConcurrencyKey, due, dueNs, list,
-	}, nil
+	), nil
 }
 
 // jobRow is the scan target of jobColumns.

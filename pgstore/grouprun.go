@@ -99,7 +99,7 @@ func (g *grouper) runGroup(ms []*member) {
 		alone(ms)
 		return
 	}
-	grp := &group{g: g, s: s, tx: tx}
+	grp := &group{g: g, s: s, tx: tx, members: make([]*member, 0, len(ms)), snaps: make([]jobstate.Snapshot, 0, len(ms))}
 	var skipped []*member
 	for _, m := range ms {
 		if snap, ok := snaps[m.id]; ok {
@@ -125,6 +125,8 @@ func (g *grouper) runGroup(ms []*member) {
 	grp.errs = make([]error, n)
 	grp.spSent = make([]bool, n)
 	grp.sp = n > 1
+	grp.many.reserve(n)
+	grp.fast = make([]fastWrite, 0, n)
 	for i := range grp.members {
 		grp.runMember(i)
 	}

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -34,29 +35,36 @@ var (
 	effectTypes     = []string{"uuid", "text", "uuid", "text", "timestamptz", "int2"}
 )
 
-// columns turns rows of values into one typed slice per column, for
-// unnest: types are the columns' SQL types.
-func columns(rows [][]any, types []string) ([]any, error) {
-	out := make([]any, len(types))
-	for c, t := range types {
+// columns turns rows of values into one array per column, for unnest:
+// types are the SQL types of the rows' columns. It returns the arrays of
+// the columns in pick, in its order, or of every column when pick is nil.
+func columns(rows [][]any, types []string, pick []int) ([]any, error) {
+	if pick == nil {
+		pick = make([]int, len(types))
+		for c := range pick {
+			pick[c] = c
+		}
+	}
+	out := make([]any, len(pick))
+	for k, c := range pick {
 		var err error
-		switch t {
+		switch t := types[c]; t {
 		case "uuid":
-			out[c], err = column(rows, c, asUUID)
+			out[k], err = column(rows, c, asUUID)
 		case "text":
-			out[c], err = column(rows, c, as[string])
+			out[k], err = column(rows, c, asText)
 		case "bytea":
-			out[c], err = column(rows, c, asBytes)
+			out[k], err = column(rows, c, asBytes)
 		case "int8":
-			out[c], err = column(rows, c, asInt64)
+			out[k], err = column(rows, c, asInt8)
 		case "int2":
-			out[c], err = column(rows, c, as[int16])
+			out[k], err = column(rows, c, asInt2)
 		case "float8":
-			out[c], err = column(rows, c, as[float64])
+			out[k], err = column(rows, c, asFloat8)
 		case "bool":
-			out[c], err = column(rows, c, as[bool])
+			out[k], err = column(rows, c, asBool)
 		case "timestamptz":
-			out[c], err = column(rows, c, as[pgtype.Timestamptz])
+			out[k], err = column(rows, c, as[pgtype.Timestamptz])
 		default:
 			err = fmt.Errorf("column %d: unknown type %s", c, t)
 		}
@@ -68,8 +76,8 @@ func columns(rows [][]any, types []string) ([]any, error) {
 }
 
 // column is column c of rows, each value converted by conv.
-func column[T any](rows [][]any, c int, conv func(any) (T, bool)) ([]T, error) {
-	v := make([]T, len(rows))
+func column[T any](rows [][]any, c int, conv func(any) (T, bool)) (elems[T], error) {
+	v := make(elems[T], len(rows))
 	for i, r := range rows {
 		x, ok := conv(r[c])
 		if !ok {
@@ -79,6 +87,30 @@ func column[T any](rows [][]any, c int, conv func(any) (T, bool)) ([]T, error) {
 	}
 	return v, nil
 }
+
+// elems is a column sent as a one-dimensional PostgreSQL array. pgx is
+// handed each element by its address, and T is a type whose pointer
+// implements the pgtype valuer of the column's SQL type (pgtype.Int8,
+// pgtype.Text, blob, ...): an element is encoded from where it is,
+// without being copied into an interface value of its own.
+type elems[T any] []T
+
+// Dimensions implements pgtype.ArrayGetter.
+func (a elems[T]) Dimensions() []pgtype.ArrayDimension {
+	return []pgtype.ArrayDimension{{Length: int32(len(a)), LowerBound: 1}}
+}
+
+// Index implements pgtype.ArrayGetter.
+func (a elems[T]) Index(i int) any { return &a[i] }
+
+// IndexType implements pgtype.ArrayGetter.
+func (a elems[T]) IndexType() any { return new(T) }
+
+// blob is a bytea value: NULL when nil.
+type blob []byte
+
+// BytesValue implements pgtype.BytesValuer.
+func (b blob) BytesValue() ([]byte, error) { return b, nil }
 
 func as[T any](x any) (T, bool) {
 	v, ok := x.(T)
@@ -95,8 +127,13 @@ func asUUID(x any) (pgtype.UUID, bool) {
 	return pgtype.UUID{}, false
 }
 
+func asText(x any) (pgtype.Text, bool) {
+	v, ok := x.(string)
+	return pgtype.Text{String: v, Valid: true}, ok
+}
+
 // asBytes takes nil as a NULL.
-func asBytes(x any) ([]byte, bool) {
+func asBytes(x any) (blob, bool) {
 	if x == nil {
 		return nil, true
 	}
@@ -104,19 +141,35 @@ func asBytes(x any) ([]byte, bool) {
 	return b, ok
 }
 
-func asInt64(x any) (int64, bool) {
+func asInt8(x any) (pgtype.Int8, bool) {
 	switch x := x.(type) {
 	case int64:
-		return x, true
+		return pgtype.Int8{Int64: x, Valid: true}, true
 	case int:
-		return int64(x), true
+		return pgtype.Int8{Int64: int64(x), Valid: true}, true
 	}
-	return 0, false
+	return pgtype.Int8{}, false
+}
+
+func asInt2(x any) (pgtype.Int2, bool) {
+	v, ok := x.(int16)
+	return pgtype.Int2{Int16: v, Valid: true}, ok
+}
+
+func asFloat8(x any) (pgtype.Float8, bool) {
+	v, ok := x.(float64)
+	return pgtype.Float8{Float64: v, Valid: true}, ok
+}
+
+func asBool(x any) (pgtype.Bool, bool) {
+	v, ok := x.(bool)
+	return pgtype.Bool{Bool: v, Valid: true}, ok
 }
 
 // multiWrite is the writes of several jobs, each over its current
 // version, to be queued together.
 type multiWrite struct {
+	cold    bool // some write changes a column update_many_hot leaves alone
 	jobs    [][]any
 	outs    []*jobstate.Job
 	written []jobstate.Job // the jobs as written, with payload and result
@@ -138,6 +191,9 @@ func (m *multiWrite) add(cur *jobstate.Job, known []jobstate.Execution, w *jobst
 		return err
 	}
 	payload, result, newPayload, newResult := unchangedBlobs(cur, args)
+	if newPayload || !coldSame(cur, &w.Job) {
+		m.cold = true
+	}
 	m.jobs = append(m.jobs, append(args, cur.Version, newPayload, newResult))
 	m.outs = append(m.outs, out)
 	j := asStored(w.Job)
@@ -158,12 +214,27 @@ func (m *multiWrite) add(cur *jobstate.Job, known []jobstate.Execution, w *jobst
 
 func (m *multiWrite) len() int { return len(m.jobs) }
 
+// reserve makes room for n more writes (each with a transition), so that
+// adding them does not grow the slices one doubling at a time.
+func (m *multiWrite) reserve(n int) {
+	m.jobs = slices.Grow(m.jobs, n)
+	m.outs = slices.Grow(m.outs, n)
+	m.written = slices.Grow(m.written, n)
+	m.hist = slices.Grow(m.hist, n)
+}
+
 // queue queues the statements of every write added on b.
 func (s *Store) queueMulti(b *pgx.Batch, p *plans, m *multiWrite) error {
 	if m.len() == 0 {
 		return nil
 	}
-	cols, err := columns(m.jobs, append(append([]string{}, jobWriteTypes...), "int8", "bool", "bool"))
+	// Every column of a job's update, or those of update_many_hot when no
+	// write changes the others.
+	update, pick := s.sql.updateMany, []int(nil)
+	if !m.cold {
+		update, pick = s.sql.updateManyHot, hotIndex
+	}
+	cols, err := columns(m.jobs, slices.Concat(jobWriteTypes, []string{"int8", "bool", "bool"}), pick)
 	if err != nil {
 		return err
 	}
@@ -173,7 +244,7 @@ func (s *Store) queueMulti(b *pgx.Batch, p *plans, m *multiWrite) error {
 	// sent back and decoded.
 	outs, written := m.outs, m.written
 	pinned := p.pin(b)
-	b.Queue(s.sql.updateMany, append(cols, int64(m.len()))...).QueryRow(func(row pgx.Row) error {
+	b.Queue(update, append(cols, int64(m.len()))...).QueryRow(func(row pgx.Row) error {
 		var ok int64
 		if err := row.Scan(&ok); err != nil {
 			return err
@@ -184,14 +255,14 @@ func (s *Store) queueMulti(b *pgx.Batch, p *plans, m *multiWrite) error {
 		return nil
 	})
 	if len(m.hist) > 0 {
-		cols, err := columns(m.hist, transitionTypes)
+		cols, err := columns(m.hist, transitionTypes, nil)
 		if err != nil {
 			return err
 		}
 		b.Queue(s.sql.insertTransitions, cols...)
 	}
 	if len(m.effects) > 0 {
-		cols, err := columns(m.effects, effectTypes)
+		cols, err := columns(m.effects, effectTypes, nil)
 		if err != nil {
 			return err
 		}

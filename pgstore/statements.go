@@ -14,6 +14,7 @@ type statements struct {
 	lock, snapEffects                            string
 	lockMany                                     string
 	updateMany, insertTransitions, insertEffects string
+	updateManyHot                                string
 	keyLocks, holders, takeKeys                  string
 	insertJob, updateJob                         string
 	insertTransition, insertEffect               string
@@ -64,6 +65,7 @@ func newStatements(schema string) (statements, error) {
 		insertTransition:  b.stmt("insert_transition", transitionParams...),
 		insertEffect:      b.stmt("insert_effect", effectParams...),
 		updateMany:        b.stmt("update_many", slices.Concat(jobWrite, []string{"rows"})...),
+		updateManyHot:     b.stmt("update_many_hot", slices.Concat(hotColumns, []string{"rows"})...),
 		insertTransitions: b.stmt("insert_transitions", transitionParams...),
 		insertEffects:     b.stmt("insert_effects", effectParams...),
 		notify:            b.stmt("notify", "channel", "payload"),

@@ -156,6 +156,37 @@ WITH u AS (
 )
 SELECT 1 / (count(*) = @rows)::int FROM u
 
+-- update_many for a batch whose writes leave every column it does not
+-- set as it was (hotwrite.go): a claim's, a heartbeat's, a commit's.
+
+-- name: update_many_hot
+WITH u AS (
+  UPDATE {schema}.jobs j SET
+    state = v.state, kind = v.kind, outcome = v.outcome,
+    result = CASE WHEN v.result_changed THEN v.result ELSE j.result END,
+    version = v.version, attempt = v.attempt,
+    updated_at = v.updated_at, updated_ns = v.updated_ns, started_at = v.started_at, started_ns = v.started_ns,
+    completed_at = v.completed_at, completed_ns = v.completed_ns, leases = v.leases,
+    lease_expires_at = v.lease_expires_at, lease_expires_ns = v.lease_expires_ns,
+    heartbeat_at = v.heartbeat_at, heartbeat_ns = v.heartbeat_ns, committed = v.committed,
+    wake_at = v.wake_at, wake_ns = v.wake_ns, due_at = v.due_at, due_ns = v.due_ns, execs = v.execs::jsonb
+  FROM unnest(
+    @id::uuid[], @state::text[], @kind::text[], @outcome::text[], @result::bytea[], @version::int8[], @attempt::int8[],
+    @updated_at::timestamptz[], @updated_ns::int2[], @started_at::timestamptz[], @started_ns::int2[],
+    @completed_at::timestamptz[], @completed_ns::int2[], @leases::int8[],
+    @lease_expires_at::timestamptz[], @lease_expires_ns::int2[], @heartbeat_at::timestamptz[], @heartbeat_ns::int2[],
+    @committed::uuid[], @wake_at::timestamptz[], @wake_ns::int2[], @due_at::timestamptz[], @due_ns::int2[],
+    @execs::text[], @old_version::int8[], @result_changed::bool[]
+  ) AS v(
+    id, state, kind, outcome, result, version, attempt, updated_at, updated_ns, started_at, started_ns,
+    completed_at, completed_ns, leases, lease_expires_at, lease_expires_ns, heartbeat_at, heartbeat_ns,
+    committed, wake_at, wake_ns, due_at, due_ns, execs, old_version, result_changed
+  )
+  WHERE j.id = v.id AND j.version = v.old_version
+  RETURNING 1
+)
+SELECT 1 / (count(*) = @rows)::int FROM u
+
 -- name: insert_transitions
 INSERT INTO {schema}.transitions (job_id, version, from_state, event, to_state, actor, reason, exec_id, at, at_ns)
 SELECT * FROM unnest(
