@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,14 +49,18 @@ func newCPUMeter(dataDir string) cpuMeter {
 }
 
 // cpuTimes is a reading: the client's and the server's CPU time so far
-// (server is negative when it cannot be read).
+// (server is negative when it cannot be read), and the bytes and objects
+// the client's heap allocated so far.
 type cpuTimes struct {
 	client, server time.Duration
+	bytes, objects uint64
 }
 
 func (m cpuMeter) read() cpuTimes {
 	var ru syscall.Rusage
-	out := cpuTimes{server: -1}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	out := cpuTimes{server: -1, bytes: ms.TotalAlloc, objects: ms.Mallocs}
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		out.client = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
@@ -126,6 +131,20 @@ func perJob(a, b cpuTimes, n int) (client, server float64) {
 		server = float64(b.server-a.server) / float64(time.Microsecond) / float64(n)
 	}
 	return client, server
+}
+
+// allocPerJob is what the client's heap allocated between two readings
+// per job of n: kilobytes and objects.
+func allocPerJob(a, b cpuTimes, n int) (kb, objects float64) {
+	return float64(b.bytes-a.bytes) / 1024 / float64(n), float64(b.objects-a.objects) / float64(n)
+}
+
+// allocRow is the allocation table's row of a worker count: the medians
+// of the runs' allocations per job (jobstate KB, objects; river KB,
+// objects).
+func allocRow(workers int, alloc [4][]float64) string {
+	return fmt.Sprintf("| %d | %s | %s | %s | %s |\n", workers,
+		spread(alloc[0], "%.1f"), spread(alloc[1], "%.0f"), spread(alloc[2], "%.1f"), spread(alloc[3], "%.0f"))
 }
 
 // cpuRow is the CPU table's row of a worker count: the medians of the

@@ -206,14 +206,15 @@ func run(ctx context.Context, c config) error {
 		rep.printf("## Jobs worked per second (no-op jobs, %d inserted before each run)\n\n", c.jobs)
 		rep.printf("| workers | jobs timed | jobstate jobs/s | river jobs/s | jobstate/river |\n|---:|---:|---:|---:|---:|\n")
 		meter := newCPUMeter(cl.Dir)
-		var cpuRows []string
+		var cpuRows, allocRows []string
 		for _, w := range c.workers {
 			target := c.jobs
 			if c.work1 > 0 {
 				target = min(c.work1, c.jobs)
 			}
 			var jr, rr []float64
-			var cpu [4][]float64 // jobstate client, server; river client, server
+			var cpu [4][]float64   // jobstate client, server; river client, server
+			var alloc [4][]float64 // jobstate KB, objects; river KB, objects
 			for i := 0; i < c.runs; i++ {
 				for _, lib := range order(i) {
 					var d time.Duration
@@ -234,8 +235,11 @@ func run(ctx context.Context, c config) error {
 						if d, err = j.work(ctx, w, c.ahead, target); err != nil {
 							return fmt.Errorf("jobstate: %w", err)
 						}
-						client, server := perJob(before, meter.read(), target)
+						after := meter.read()
+						client, server := perJob(before, after, target)
 						cpu[0], cpu[1] = append(cpu[0], client), append(cpu[1], server)
+						kb, objects := allocPerJob(before, after, target)
+						alloc[0], alloc[1] = append(alloc[0], kb), append(alloc[1], objects)
 						if err := j.countWorked(ctx); err != nil {
 							return err
 						}
@@ -257,8 +261,11 @@ func run(ctx context.Context, c config) error {
 						if d, err = r.work(ctx, w, target); err != nil {
 							return fmt.Errorf("river: %w", err)
 						}
-						client, server := perJob(before, meter.read(), target)
+						after := meter.read()
+						client, server := perJob(before, after, target)
 						cpu[2], cpu[3] = append(cpu[2], client), append(cpu[3], server)
+						kb, objects := allocPerJob(before, after, target)
+						alloc[2], alloc[3] = append(alloc[2], kb), append(alloc[3], objects)
 						if err := r.countWorked(ctx); err != nil {
 							return err
 						}
@@ -269,10 +276,16 @@ func run(ctx context.Context, c config) error {
 			}
 			rep.printf("| %d | %d | %s | %s | %.2f |\n", w, target, spread(jr, "%.0f"), spread(rr, "%.0f"), median(jr)/median(rr))
 			cpuRows = append(cpuRows, cpuRow(w, cpu))
+			allocRows = append(allocRows, allocRow(w, alloc))
 		}
 		rep.printf("\nCPU per job in the same runs, µs (client: this process; server: the cluster's processes; read from /proc):\n\n")
 		rep.printf("| workers | jobstate client | jobstate server | river client | river server | jobstate/river, both sides |\n|---:|---:|---:|---:|---:|---:|\n")
 		for _, row := range cpuRows {
+			rep.printf("%s", row)
+		}
+		rep.printf("\nClient heap allocations per job in the same runs (this process; runtime.MemStats):\n\n")
+		rep.printf("| workers | jobstate KB | jobstate objects | river KB | river objects |\n|---:|---:|---:|---:|---:|\n")
+		for _, row := range allocRows {
 			rep.printf("%s", row)
 		}
 		rep.printf("\n")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -128,5 +129,22 @@ func TestCPUMeterReadsTheServer(t *testing.T) {
 	_, server := perJob(a, m.read(), 1)
 	if server <= 0 {
 		t.Errorf("server CPU %.0f µs after counting three million rows", server)
+	}
+}
+
+// TestMeterReadsAllocations: the meter counts the bytes and objects the
+// process allocates between two readings.
+func TestMeterReadsAllocations(t *testing.T) {
+	m := newCPUMeter(t.TempDir())
+	size := 1023 + len(os.Args) // not a constant: the slices go to the heap
+	a := m.read()
+	keep := make([][]byte, 1000)
+	for i := range keep {
+		keep[i] = make([]byte, size)
+	}
+	kb, objects := allocPerJob(a, m.read(), 1)
+	runtime.KeepAlive(keep)
+	if kb < 1000 || objects < 1000 {
+		t.Errorf("%.0f KB and %.0f objects read after allocating 1,000 slices of %d bytes", kb, objects, size)
 	}
 }
