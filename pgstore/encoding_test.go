@@ -58,20 +58,15 @@ func (c noteCodec) PlanScan(m *pgtype.Map, oid uint32, format int16, target any)
 // the Go types of what they encode as, and scan from, uuid and uuid[].
 func (u *uuidTypes) pool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	cl, _ := pgtest.Shared(t)
-	cfg, err := pgxpool.ParseConfig(cl.URL)
-	require.NoError(t, err)
-	cfg.MaxConns = 4
-	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
-		elem := &pgtype.Type{Name: "uuid", OID: pgtype.UUIDOID, Codec: noteCodec{u: u}}
-		c.TypeMap().RegisterType(elem)
-		c.TypeMap().RegisterType(&pgtype.Type{Name: "_uuid", OID: pgtype.UUIDArrayOID, Codec: &pgtype.ArrayCodec{ElementType: elem}})
-		return nil
-	}
-	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(p.Close)
-	return p
+	return sharedPool(t, func(cfg *pgxpool.Config) {
+		cfg.MaxConns = 4
+		cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+			elem := &pgtype.Type{Name: "uuid", OID: pgtype.UUIDOID, Codec: noteCodec{u: u}}
+			c.TypeMap().RegisterType(elem)
+			c.TypeMap().RegisterType(&pgtype.Type{Name: "_uuid", OID: pgtype.UUIDArrayOID, Codec: &pgtype.ArrayCodec{ElementType: elem}})
+			return nil
+		}
+	})
 }
 
 // TestIDsCrossAsBytes runs every kind of statement the store sends (a

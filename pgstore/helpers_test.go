@@ -22,6 +22,31 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // (the work machine of internal/machines).
 func workSpec() jobstate.Spec { return machines.WorkSpec("work") }
 
+// workEngine is an engine on store with the work machine, its clock a
+// manual one at epoch.
+func workEngine(t *testing.T, store jobstate.Store) *jobstate.Engine {
+	t.Helper()
+	def, err := jobstate.NewDefinition(workSpec())
+	require.NoError(t, err)
+	eng, err := jobstate.New(store, jobstate.WithMachines(def), jobstate.WithClock(jobstate.NewManualClock(epoch)))
+	require.NoError(t, err)
+	return eng
+}
+
+// sharedPool is a pool on the shared test cluster, its configuration
+// changed by configure before it connects; closed when the test ends.
+func sharedPool(t *testing.T, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	cl, _ := pgtest.Shared(t)
+	cfg, err := pgxpool.ParseConfig(cl.URL)
+	require.NoError(t, err)
+	configure(cfg)
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	return p
+}
+
 // env is an engine on a fresh store, with a manual clock, and a schema of
 // its own for the test's tables.
 type env struct {

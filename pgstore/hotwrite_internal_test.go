@@ -97,14 +97,3 @@ func TestHotUpdateLeavesOnlyComparedFields(t *testing.T) {
 		}
 	}
 }
-
-// TestHotColumnsAreWriteValues: hotIndex maps each of hotColumns to the
-// value of the same name in a job's update.
-func TestHotColumnsAreWriteValues(t *testing.T) {
-	all := slices.Concat(jobParams, writeParams)
-	for i, c := range hotColumns {
-		if all[hotIndex[i]] != c {
-			t.Errorf("hotIndex[%d] is %s, not %s", i, all[hotIndex[i]], c)
-		}
-	}
-}

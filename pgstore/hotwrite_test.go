@@ -66,21 +66,14 @@ func (u *updates) counts() (hot, full int) {
 // back as the engine returned it.
 func TestHotUpdatesForClaimsAndCommits(t *testing.T) {
 	u := &updates{}
-	cl, _ := pgtest.Shared(t)
-	cfg, err := pgxpool.ParseConfig(cl.URL)
-	require.NoError(t, err)
-	cfg.MaxConns = 8
-	cfg.ConnConfig.Tracer = u
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := sharedPool(t, func(cfg *pgxpool.Config) {
+		cfg.MaxConns = 8
+		cfg.ConnConfig.Tracer = u
+	})
 	store, err := pgstore.New(pool, pgstore.Options{Schema: pgtest.Schema(t), GroupCommit: 16})
 	require.NoError(t, err)
 	t.Cleanup(store.Close)
-	def, err := jobstate.NewDefinition(workSpec())
-	require.NoError(t, err)
-	eng, err := jobstate.New(store, jobstate.WithMachines(def), jobstate.WithClock(jobstate.NewManualClock(epoch)))
-	require.NoError(t, err)
+	eng := workEngine(t, store)
 	ctx := context.Background()
 
 	jobs := make([]jobstate.NewJob, 8)

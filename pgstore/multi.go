@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -50,7 +49,7 @@ func columns(rows [][]any, types []string, pick []int) ([]any, error) {
 		var err error
 		switch t := types[c]; t {
 		case "uuid":
-			out[k], err = column(rows, c, asUUID)
+			out[k], err = column(rows, c, as[pgtype.UUID])
 		case "text":
 			out[k], err = column(rows, c, asText)
 		case "bytea":
@@ -115,16 +114,6 @@ func (b blob) BytesValue() ([]byte, error) { return b, nil }
 func as[T any](x any) (T, bool) {
 	v, ok := x.(T)
 	return v, ok
-}
-
-func asUUID(x any) (pgtype.UUID, bool) {
-	switch x := x.(type) {
-	case uuid.UUID:
-		return pgtype.UUID{Bytes: x, Valid: true}, true
-	case pgtype.UUID:
-		return x, true
-	}
-	return pgtype.UUID{}, false
 }
 
 func asText(x any) (pgtype.Text, bool) {

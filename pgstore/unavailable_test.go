@@ -660,10 +660,7 @@ func TestUnavailableServerStopped(t *testing.T) {
 	store, err := pgstore.New(pool, opts)
 	require.NoError(t, err)
 	t.Cleanup(store.Close)
-	def, err := jobstate.NewDefinition(workSpec())
-	require.NoError(t, err)
-	eng, err := jobstate.New(store, jobstate.WithMachines(def), jobstate.WithClock(jobstate.NewManualClock(epoch)))
-	require.NoError(t, err)
+	eng := workEngine(t, store)
 	first, err := eng.Create(ctx, jobstate.NewJob{Machine: "work", Priority: 1})
 	require.NoError(t, err)
 
