@@ -147,9 +147,10 @@ func allocRow(workers int, alloc [4][]float64) string {
 		spread(alloc[0], "%.1f"), spread(alloc[1], "%.0f"), spread(alloc[2], "%.1f"), spread(alloc[3], "%.0f"))
 }
 
-// cpuRow is the CPU table's row of a worker count: the medians of the
-// runs' CPU per job (jobstate client, server; river client, server).
-func cpuRow(workers int, cpu [4][]float64) string {
+// cpuRow is the CPU table's row labelled label (a worker count, a way
+// of inserting): the medians of the runs' CPU per job (jobstate client,
+// server; river client, server).
+func cpuRow(label string, cpu [4][]float64) string {
 	cell := func(v []float64) string {
 		if len(v) == 0 || slices.Min(v) < 0 {
 			return "n/a"
@@ -160,5 +161,5 @@ func cpuRow(workers int, cpu [4][]float64) string {
 	if len(cpu[1]) > 0 && slices.Min(cpu[1]) >= 0 && slices.Min(cpu[3]) >= 0 {
 		ratio = fmt.Sprintf("%.2f", (median(cpu[0])+median(cpu[1]))/(median(cpu[2])+median(cpu[3])))
 	}
-	return fmt.Sprintf("| %d | %s | %s | %s | %s | %s |\n", workers, cell(cpu[0]), cell(cpu[1]), cell(cpu[2]), cell(cpu[3]), ratio)
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s |\n", label, cell(cpu[0]), cell(cpu[1]), cell(cpu[2]), cell(cpu[3]), ratio)
 }

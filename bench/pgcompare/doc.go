@@ -18,12 +18,13 @@
 // runtime's slots freed before the commit) and loop (goroutines looping
 // ClaimMany → Succeed). Each figure is the median of -runs runs with its
 // spread, the libraries alternating which runs first; ratios are
-// jobstate/river. The work section also reports the CPU a job cost the
-// benchmark's process and the cluster's processes in the same runs (read
-// from Linux's /proc; "n/a" where it cannot be read), a figure less
-// noisy than a rate on a shared machine, and the bytes and objects the
-// benchmark's process allocated per job (runtime.MemStats), which the
-// garbage collector's share of that CPU follows.
+// jobstate/river. The work and insert sections also report the CPU a job
+// cost the benchmark's process and the cluster's processes in the same
+// runs (read from Linux's /proc; "n/a" where it cannot be read), a figure
+// less noisy than a rate on a shared machine. The work section also
+// reports the bytes and objects the benchmark's process allocated per
+// job (runtime.MemStats), which the garbage collector's share of that CPU
+// follows.
 //
 // It is a module of its own, outside the repository's go.work, because
 // river v0.51 requires Go 1.26; GOWORK=off makes the go command use this

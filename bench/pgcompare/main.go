@@ -194,6 +194,7 @@ func run(ctx context.Context, c config) error {
 	rep.printf("pgstore: Options{GroupCommit: %d}, pools of %d connections each; %d runs per figure: median (min–max).\n\n", c.group, conns, c.runs)
 
 	checkpoint := func() error { _, err := admin.Exec(ctx, "CHECKPOINT"); return err }
+	meter := newCPUMeter(cl.Dir)
 
 	if c.sections["work"] {
 		if c.statements {
@@ -205,7 +206,6 @@ func run(ctx context.Context, c config) error {
 		}
 		rep.printf("## Jobs worked per second (no-op jobs, %d inserted before each run)\n\n", c.jobs)
 		rep.printf("| workers | jobs timed | jobstate jobs/s | river jobs/s | jobstate/river |\n|---:|---:|---:|---:|---:|\n")
-		meter := newCPUMeter(cl.Dir)
 		var cpuRows, allocRows []string
 		for _, w := range c.workers {
 			target := c.jobs
@@ -275,7 +275,7 @@ func run(ctx context.Context, c config) error {
 				}
 			}
 			rep.printf("| %d | %d | %s | %s | %.2f |\n", w, target, spread(jr, "%.0f"), spread(rr, "%.0f"), median(jr)/median(rr))
-			cpuRows = append(cpuRows, cpuRow(w, cpu))
+			cpuRows = append(cpuRows, cpuRow(strconv.Itoa(w), cpu))
 			allocRows = append(allocRows, allocRow(w, alloc))
 		}
 		rep.printf("\nCPU per job in the same runs, µs (client: this process; server: the cluster's processes; read from /proc):\n\n")
@@ -419,8 +419,10 @@ func run(ctx context.Context, c config) error {
 				func() error { return j.createKeyed(ctx, c.batchN, c.batchPer) },
 				func() error { return r.insertKeyed(ctx, c.batchN, c.batchPer) }},
 		}
+		var cpuRows []string
 		for _, wy := range ways {
 			var jr, rr []float64
+			var cpu [4][]float64
 			for i := 0; i < c.runs; i++ {
 				for _, lib := range order(i) {
 					if err := j.reset(ctx); err != nil {
@@ -432,20 +434,29 @@ func run(ctx context.Context, c config) error {
 					if err := checkpoint(); err != nil {
 						return err
 					}
-					f, res := wy.jf, &jr
+					f, res, side := wy.jf, &jr, 0
 					if lib == "river" {
-						f, res = wy.rf, &rr
+						f, res, side = wy.rf, &rr, 2
 					}
+					before := meter.read()
 					t0 := time.Now()
 					if err := f(); err != nil {
 						return fmt.Errorf("%s insert %s: %w", lib, wy.name, err)
 					}
 					d := time.Since(t0)
+					client, server := perJob(before, meter.read(), wy.n)
+					cpu[side], cpu[side+1] = append(cpu[side], client), append(cpu[side+1], server)
 					*res = append(*res, float64(wy.n)/d.Seconds())
 					rep.logf(c.verbose, "insert %s %s run=%d: %d in %v", lib, wy.name, i, wy.n, d.Round(time.Millisecond))
 				}
 			}
 			rep.printf("| %s (%s; %s) | %d | %s | %s | %.2f |\n", wy.name, wy.js, wy.rv, wy.n, spread(jr, "%.0f"), spread(rr, "%.0f"), median(jr)/median(rr))
+			cpuRows = append(cpuRows, cpuRow(wy.name, cpu))
+		}
+		rep.printf("\nCPU per job inserted in the same runs, µs (client: this process; server: the cluster's processes; read from /proc):\n\n")
+		rep.printf("| how | jobstate client | jobstate server | river client | river server | jobstate/river, both sides |\n|---|---:|---:|---:|---:|---:|\n")
+		for _, row := range cpuRows {
+			rep.printf("%s", row)
 		}
 		rep.printf("\n")
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,12 +42,31 @@ func TestSmoke(t *testing.T) {
 		sections: map[string]bool{"work": true, "insert": true, "claim": true, "notify": true, "loop": true, "async": true},
 	}
 	c.quiet = true
+	c.out = filepath.Join(t.TempDir(), "report.md")
 	err := run(context.Background(), c)
 	if errors.Is(err, errNoServer) && os.Getenv(pgtest.EnvRequire) != "1" {
 		t.Skip(err)
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	b, err := os.ReadFile(c.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := string(b)
+	// Every way of inserting has its row of CPU per job, read on both
+	// sides.
+	for _, row := range []string{"| one at a time | ", "| COPY, batches of 50 | ", "| batches of 50, each job under a key of its own | "} {
+		line := ""
+		for _, l := range strings.Split(report, "\n") {
+			if strings.HasPrefix(l, row) && strings.Count(l, "|") == 7 {
+				line = l
+			}
+		}
+		if line == "" || strings.Contains(line, "n/a") {
+			t.Errorf("no CPU row %q with both sides read in the report:\n%s", row, report)
+		}
 	}
 }
 
