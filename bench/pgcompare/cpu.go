@@ -147,6 +147,17 @@ func allocRow(workers int, alloc [4][]float64) string {
 		spread(alloc[0], "%.1f"), spread(alloc[1], "%.0f"), spread(alloc[2], "%.1f"), spread(alloc[3], "%.0f"))
 }
 
+// cpuTable prints a table of cpuRow rows under its title; head and align
+// are the first column's header and alignment cells.
+func cpuTable(rep *report, title, head, align string, rows []string) {
+	rep.printf("\n%s in the same runs, µs (client: this process; server: the cluster's processes; read from /proc):\n\n", title)
+	rep.printf("%s jobstate client | jobstate server | river client | river server | jobstate/river, both sides |\n", head)
+	rep.printf("%s---:|---:|---:|---:|---:|\n", align)
+	for _, row := range rows {
+		rep.printf("%s", row)
+	}
+}
+
 // cpuRow is the CPU table's row labelled label (a worker count, a way
 // of inserting): the medians of the runs' CPU per job (jobstate client,
 // server; river client, server).

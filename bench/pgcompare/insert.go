@@ -84,11 +84,7 @@ func insertSection(ctx context.Context, c config, rep *report, j *js, r *rv, met
 		rep.printf("| %s (%s; %s) | %d | %s | %s | %.2f |\n", wy.name, wy.js, wy.rv, wy.n, spread(jr, "%.0f"), spread(rr, "%.0f"), median(jr)/median(rr))
 		cpuRows = append(cpuRows, cpuRow(wy.name, cpu))
 	}
-	rep.printf("\nCPU per job inserted in the same runs, µs (client: this process; server: the cluster's processes; read from /proc):\n\n")
-	rep.printf("| how | jobstate client | jobstate server | river client | river server | jobstate/river, both sides |\n|---|---:|---:|---:|---:|---:|\n")
-	for _, row := range cpuRows {
-		rep.printf("%s", row)
-	}
+	cpuTable(rep, "CPU per job inserted", "| how |", "|---|", cpuRows)
 	rep.printf("\n")
 	return nil
 }

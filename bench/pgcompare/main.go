@@ -278,11 +278,7 @@ func run(ctx context.Context, c config) error {
 			cpuRows = append(cpuRows, cpuRow(strconv.Itoa(w), cpu))
 			allocRows = append(allocRows, allocRow(w, alloc))
 		}
-		rep.printf("\nCPU per job in the same runs, µs (client: this process; server: the cluster's processes; read from /proc):\n\n")
-		rep.printf("| workers | jobstate client | jobstate server | river client | river server | jobstate/river, both sides |\n|---:|---:|---:|---:|---:|---:|\n")
-		for _, row := range cpuRows {
-			rep.printf("%s", row)
-		}
+		cpuTable(rep, "CPU per job", "| workers |", "|---:|", cpuRows)
 		rep.printf("\nClient heap allocations per job in the same runs (this process; runtime.MemStats):\n\n")
 		rep.printf("| workers | jobstate KB | jobstate objects | river KB | river objects |\n|---:|---:|---:|---:|---:|\n")
 		for _, row := range allocRows {
