@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -78,3 +79,7 @@ func HotSQL(s *Store) map[string]string {
 
 // PinPlansSQL is the statement sent in front of the hot statements.
 const PinPlansSQL = pinPlans
+
+// GroupRoundTrip returns the moving average of the round trips of the
+// groups' COMMITs (0 before one was measured).
+func GroupRoundTrip(s *Store) time.Duration { return time.Duration(s.group.rtt.Load()) }

@@ -167,3 +167,16 @@ func TestCreateBatch(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, len(ws), n["queued"]+n["done"], fmt.Sprint(n))
 }
+
+// The round trip of a group's COMMIT is measured whichever way its writes
+// go: with the COMMIT in one statement for all members (functions that
+// send nothing) as when members write through Tx. It sets how long
+// Updates wait before another group starts for them.
+func TestGroupCommitMeasuresItsRoundTrip(t *testing.T) {
+	e := newEnv(t)
+	store := pgtest.StoreWith(t, pgstore.Options{GroupCommit: 8})
+	jobs := createJobs(t, store, "m", 1)
+	_, err := store.Update(e.ctx, jobs[0].ID, bump)
+	require.NoError(t, err)
+	assert.True(t, pgstore.GroupRoundTrip(store) > 0, "round trip measured: %s", pgstore.GroupRoundTrip(store))
+}

@@ -536,9 +536,11 @@ func (grp *group) sendMany() error {
 		qq.Fn = counted(qq.Fn, &done)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
+	start := time.Now()
 	err := grp.tx.SendBatch(ctx, b).Close()
 	cancel()
 	if err == nil {
+		average(&grp.g.rtt, time.Since(start))
 		grp.tx.finish()
 		return nil
 	}
