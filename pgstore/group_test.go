@@ -174,9 +174,23 @@ func TestCreateBatch(t *testing.T) {
 // Updates wait before another group starts for them.
 func TestGroupCommitMeasuresItsRoundTrip(t *testing.T) {
 	e := newEnv(t)
-	store := pgtest.StoreWith(t, pgstore.Options{GroupCommit: 8})
-	jobs := createJobs(t, store, "m", 1)
-	_, err := store.Update(e.ctx, jobs[0].ID, bump)
-	require.NoError(t, err)
-	assert.True(t, pgstore.GroupRoundTrip(store) > 0, "round trip measured: %s", pgstore.GroupRoundTrip(store))
+	through := func(ctx context.Context, cur jobstate.Snapshot) (jobstate.Write, error) {
+		tx, ok := pgstore.Tx(ctx)
+		if !ok {
+			return jobstate.Write{}, errors.New("no transaction")
+		}
+		if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+			return jobstate.Write{}, err
+		}
+		return bump(ctx, cur)
+	}
+	for name, fn := range map[string]jobstate.UpdateFunc{"shared statement": bump, "through Tx": through} {
+		t.Run(name, func(t *testing.T) {
+			store := pgtest.StoreWith(t, pgstore.Options{GroupCommit: 8})
+			jobs := createJobs(t, store, "m", 1)
+			_, err := store.Update(e.ctx, jobs[0].ID, fn)
+			require.NoError(t, err)
+			assert.True(t, pgstore.GroupRoundTrip(store) > 0, "round trip measured: %s", pgstore.GroupRoundTrip(store))
+		})
+	}
 }
