@@ -168,10 +168,12 @@ func TestCreateBatch(t *testing.T) {
 	assert.Equal(t, len(ws), n["queued"]+n["done"], fmt.Sprint(n))
 }
 
-// The round trip of a group's COMMIT is measured whichever way its writes
-// go: with the COMMIT in one statement for all members (functions that
-// send nothing) as when members write through Tx. It sets how long
-// Updates wait before another group starts for them.
+// The round trip of a group's COMMIT is measured when the COMMIT goes with
+// the statement that writes every member's job, as when it goes after the
+// members' statements one by one: a lone member's write goes in that
+// statement whether its function sent nothing or wrote through Tx. The
+// round trip sets how long Updates wait before another group starts for
+// them.
 func TestGroupCommitMeasuresItsRoundTrip(t *testing.T) {
 	e := newEnv(t)
 	through := func(ctx context.Context, cur jobstate.Snapshot) (jobstate.Write, error) {
