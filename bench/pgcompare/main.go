@@ -41,6 +41,8 @@ type config struct {
 	cpuProfile string
 	statements bool
 	quiet      bool
+	// floorVariants: the floor section's variants of jobstate's row.
+	floorVariants string
 }
 
 // errNoServer: no PostgreSQL cluster could be started.
@@ -63,12 +65,13 @@ func main() {
 	flag.IntVar(&c.samples, "samples", 1000, "claims timed per claim latency run")
 	flag.IntVar(&c.notifyN, "notify", 200, "jobs of the create→claim latency run")
 	flag.DurationVar(&c.notifyPoll, "notify-poll", time.Second, "poll interval of the workers in the create→claim run (notifications wake them first)")
-	flag.StringVar(&sections, "only", "work,insert,claim,notify", "sections to run")
+	flag.StringVar(&sections, "only", "work,insert,claim,notify", "sections to run (work, floor, insert, claim, notify, async, loop)")
 	flag.StringVar(&c.out, "o", "", "also write the report (markdown) to this file")
 	flag.BoolVar(&c.verbose, "v", false, "print every run")
 	flag.BoolVar(&c.statements, "statements", false, "load pg_stat_statements and print the top statements of the jobstate database at the end (changes the server's settings: for analysis only)")
 	flag.IntVar(&c.loopBatch, "loop-batch", 1, "jobs per ClaimMany in the loop section")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process")
+	flag.StringVar(&c.floorVariants, "floor-variants", "", "the floor section's variants of jobstate's row: name=SQL entries separated by |, the SQL altering a copy of pgstore's schema; a name ending in -noexecs leaves the executions out of the writes")
 	flag.Parse()
 	var err error
 	if c.workers, err = ints(workers); err == nil {
@@ -168,7 +171,7 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	defer admin.Close()
-	for _, db := range []string{"jobstate_bench", "river_bench"} {
+	for _, db := range []string{"jobstate_bench", "river_bench", "floor_bench"} {
 		if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
 			return err
 		}
@@ -298,6 +301,12 @@ func run(ctx context.Context, c config) error {
 					return err
 				}
 			}
+		}
+	}
+
+	if c.sections["floor"] {
+		if err := floorSection(ctx, c, rep, j, r, dbURL("floor_bench"), meter, checkpoint); err != nil {
+			return err
 		}
 	}
 

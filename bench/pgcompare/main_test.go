@@ -39,7 +39,8 @@ func TestSmoke(t *testing.T) {
 	c := config{
 		workers: []int{1, 4}, jobs: 200, work1: 100, runs: 1, group: 16, single: 20, batchN: 100, batchPer: 50,
 		ready: []int{50}, samples: 20, notifyN: 5, notifyPoll: time.Second, loopBatch: 2, maxCommits: 10, ahead: -1,
-		sections: map[string]bool{"work": true, "insert": true, "claim": true, "notify": true, "loop": true, "async": true},
+		sections:      map[string]bool{"work": true, "floor": true, "insert": true, "claim": true, "notify": true, "loop": true, "async": true},
+		floorVariants: "lean-noexecs=ALTER TABLE jobs DROP CONSTRAINT jobs_ns; DROP INDEX jobs_updated",
 	}
 	c.quiet = true
 	c.out = filepath.Join(t.TempDir(), "report.md")
@@ -55,6 +56,20 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	report := string(b)
+	// The floor's table has a row per worker count with a rate for each
+	// contender, the variant's among them.
+	if !strings.Contains(report, "floor on jobstate's rows, lean-noexecs jobs/s") {
+		t.Errorf("no column of the floor's variant in the report:\n%s", report)
+	}
+	for _, w := range []string{"| 1 | 100 |", "| 4 | 100 |"} {
+		found := false
+		for _, l := range strings.Split(report, "\n") {
+			found = found || strings.HasPrefix(l, w) && strings.Count(l, "|") == 2+6+5+1
+		}
+		if !found {
+			t.Errorf("no floor row %q with six rates and five ratios:\n%s", w, report)
+		}
+	}
 	// Every way of inserting has its row of CPU per job, read on both
 	// sides.
 	for _, row := range []string{"| one at a time | ", "| COPY, batches of 50 | ", "| batches of 50, each job under a key of its own | "} {
