@@ -14,7 +14,11 @@
 // and poll interval 20 ms), insert (one at a time, batches, COPY, and
 // batches of keyed jobs against river's unique jobs), claim (latency of
 // one claim at each number of ready jobs), notify (create → claim
-// latency in an idle system), and for analysis async (the worker
+// latency in an idle system), and for analysis floor (the least a
+// lease-based queue with exactly-once commits costs this server: a queue
+// of two SQL statements per job beside jobstate and river, on a narrow
+// row and on jobstate's own row, with -floor-variants altering copies
+// of that row), async (the worker
 // runtime's slots freed before the commit) and loop (goroutines looping
 // ClaimMany → Succeed). Each figure is the median of -runs runs with its
 // spread, the libraries alternating which runs first; ratios are
