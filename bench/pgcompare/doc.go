@@ -17,7 +17,7 @@
 // latency in an idle system), and for analysis floor (the least a
 // lease-based queue with exactly-once commits costs this server: a queue
 // of two SQL statements per job beside jobstate and river, on a narrow
-// row and on jobstate's own row, with -floor-variants altering copies
+// row and on jobstate's own row, with -floor-variant altering copies
 // of that row), async (the worker
 // runtime's slots freed before the commit) and loop (goroutines looping
 // ClaimMany → Succeed). Each figure is the median of -runs runs with its

@@ -89,7 +89,7 @@ func floorSection(ctx context.Context, c config, rep *report, j *js, r *rv, url 
 	}
 
 	rep.printf("## The floor: a lease-based queue with exactly-once commits in plain SQL (no-op jobs, %d inserted before each run)\n\n", c.jobs)
-	rep.printf("floor: a narrow row with three partial indexes, a claim of one statement (committed without waiting for the flush) and a commit of one statement per group of up to %d jobs (fenced by the attempt, flushed), %d groups in flight; floor+history adds a history row per transition; floor on jobstate's rows runs the same two statements, with history, on a copy of pgstore's tables (jobstate's row, indexes and CHECKs), and each of -floor-variants on a copy altered by its SQL. See bench/pgcompare/floor.go and floorwide.go.\n\n", floorGroup, floorCommitters)
+	rep.printf("floor: a narrow row with three partial indexes, a claim of one statement (committed without waiting for the flush) and a commit of one statement per group of up to %d jobs (fenced by the attempt, flushed), %d groups in flight; floor+history adds a history row per transition; floor on jobstate's rows runs the same two statements, with history, on a copy of pgstore's tables (jobstate's row, indexes and CHECKs), and each -floor-variant on a copy altered by its SQL. See bench/pgcompare/floor.go and floorwide.go.\n\n", floorGroup, floorCommitters)
 	head := "| workers | jobs timed |"
 	align := "|---:|---:|"
 	for _, ct := range all {

@@ -21,7 +21,7 @@ import (
 // and its client (the reads before each write, the round trips, the
 // engine, the encoding of every column).
 //
-// A variant (-floor-variants) alters its copy of the schema first, to
+// A variant (-floor-variant, repeatable) alters its copy of the schema first, to
 // measure what a part of the row costs: "name=SQL", the SQL run with
 // the copy's schema first in the search path. A name ending in
 // "-noexecs" also leaves the executions out of both writes.
@@ -36,18 +36,14 @@ type wideVariant struct {
 
 var variantName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,30}$`)
 
-// parseVariants reads -floor-variants: "name=SQL" entries separated by
-// "|".
-func parseVariants(s string) ([]wideVariant, error) {
+// parseVariants reads the -floor-variant flags, each "name=SQL".
+func parseVariants(flags []string) ([]wideVariant, error) {
 	var out []wideVariant
-	for _, v := range strings.Split(s, "|") {
-		if strings.TrimSpace(v) == "" {
-			continue
-		}
+	for _, v := range flags {
 		name, sql, ok := strings.Cut(v, "=")
 		name = strings.TrimSpace(name)
 		if !ok || !variantName.MatchString(name) {
-			return nil, fmt.Errorf("-floor-variants: %q: want name=SQL, the name in lower case letters, digits, _ and -", v)
+			return nil, fmt.Errorf("-floor-variant %q: want name=SQL, the name in lower case letters, digits, _ and -", v)
 		}
 		out = append(out, wideVariant{
 			name:    "floor on jobstate's rows, " + name,

@@ -39,12 +39,16 @@ func TestSmoke(t *testing.T) {
 	c := config{
 		workers: []int{1, 4}, jobs: 200, work1: 100, runs: 1, group: 16, single: 20, batchN: 100, batchPer: 50,
 		ready: []int{50}, samples: 20, notifyN: 5, notifyPoll: time.Second, loopBatch: 2, maxCommits: 10, ahead: -1,
-		sections:      map[string]bool{"work": true, "floor": true, "insert": true, "claim": true, "notify": true, "loop": true, "async": true},
-		floorVariants: "lean-noexecs=ALTER TABLE jobs DROP CONSTRAINT jobs_ns; DROP INDEX jobs_updated",
+		sections: map[string]bool{"work": true, "floor": true, "insert": true, "claim": true, "notify": true, "loop": true, "async": true},
 	}
+	typed, err := os.ReadFile(filepath.Join("variants", "hotrow-typed.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.floorVariants = []string{"lean-noexecs=" + string(typed)}
 	c.quiet = true
 	c.out = filepath.Join(t.TempDir(), "report.md")
-	err := run(context.Background(), c)
+	err = run(context.Background(), c)
 	if errors.Is(err, errNoServer) && os.Getenv(pgtest.EnvRequire) != "1" {
 		t.Skip(err)
 	}
