@@ -62,8 +62,9 @@ CREATE TABLE floor_history (
 );
 `
 
-// floorClaim locks and marks up to $1 ready jobs in claim order.
-const floorClaim = `
+// floorClaimUpdate locks and marks up to $1 ready jobs in claim order,
+// returning their ids and attempts.
+const floorClaimUpdate = `
 UPDATE floor_jobs j
 SET state = 1, attempt = j.attempt + 1, lease_until = now() + interval '1 minute'
 WHERE j.id = ANY (ARRAY (
@@ -75,53 +76,42 @@ WHERE j.id = ANY (ARRAY (
 ))
 RETURNING j.id, j.attempt`
 
-// floorClaimHistory is floorClaim with a history row for each job taken.
-const floorClaimHistory = `
-WITH u AS (
-	UPDATE floor_jobs j
-	SET state = 1, attempt = j.attempt + 1, lease_until = now() + interval '1 minute'
-	WHERE j.id = ANY (ARRAY (
-		SELECT id FROM floor_jobs
-		WHERE state = 0 AND run_at <= now()
-		ORDER BY priority, run_at, id
-		LIMIT $1
-		FOR UPDATE SKIP LOCKED
-	))
-	RETURNING j.id, j.attempt
+// floorClaim is the floor's claim; floorClaimHistory adds a history row
+// for each job taken.
+const (
+	floorClaim        = floorClaimUpdate
+	floorClaimHistory = `WITH u AS (` + floorClaimUpdate + `
 ), h AS (
 	INSERT INTO floor_history (job_id, attempt, state) SELECT id, attempt, 1 FROM u
 )
 SELECT id, attempt FROM u`
+)
 
-// floorCommit finishes the jobs of $1 whose attempt is still the one in
-// $2 and that are not finished, and returns how many it finished. Its
-// only plan is a walk of $1 looking each job up by its primary key: a
-// condition on the state would let the planner walk the index of
+// floorCommitUpdate finishes the jobs of $1 whose attempt is still the
+// one in $2 and that are not finished, returning their ids and attempts.
+// Its only plan is a walk of $1 looking each job up by its primary key:
+// a condition on the state would let the planner walk the index of
 // running jobs instead, which after an ANALYZE of ready jobs it deems
 // empty, and compare every running job with every job of $1.
-const floorCommit = `
-WITH f AS (
-	UPDATE floor_jobs j
-	SET state = 2, lease_until = NULL, finished_at = now()
-	FROM unnest($1::uuid[], $2::bigint[]) AS d (id, attempt)
-	WHERE j.id = d.id AND j.attempt = d.attempt AND j.finished_at IS NULL
-	RETURNING j.id
+const floorCommitUpdate = `
+UPDATE floor_jobs j
+SET state = 2, lease_until = NULL, finished_at = now()
+FROM unnest($1::uuid[], $2::bigint[]) AS d (id, attempt)
+WHERE j.id = d.id AND j.attempt = d.attempt AND j.finished_at IS NULL
+RETURNING j.id, j.attempt`
+
+// floorCommit is the floor's commit, returning how many jobs it
+// finished; floorCommitHistory adds a history row for each.
+const (
+	floorCommit = `WITH f AS (` + floorCommitUpdate + `
 )
 SELECT count(*) FROM f`
-
-// floorCommitHistory is floorCommit with a history row for each job
-// finished.
-const floorCommitHistory = `
-WITH f AS (
-	UPDATE floor_jobs j
-	SET state = 2, lease_until = NULL, finished_at = now()
-	FROM unnest($1::uuid[], $2::bigint[]) AS d (id, attempt)
-	WHERE j.id = d.id AND j.attempt = d.attempt AND j.finished_at IS NULL
-	RETURNING j.id, j.attempt
+	floorCommitHistory = `WITH f AS (` + floorCommitUpdate + `
 ), h AS (
 	INSERT INTO floor_history (job_id, attempt, state) SELECT id, attempt, 2 FROM f
 )
 SELECT count(*) FROM f`
+)
 
 // floorGroup bounds the jobs of one commit (pgcompare's -group for
 // pgstore), and floorCommitters the commits in flight at once.

@@ -41,14 +41,18 @@ func TestSmoke(t *testing.T) {
 		ready: []int{50}, samples: 20, notifyN: 5, notifyPoll: time.Second, loopBatch: 2, maxCommits: 10, ahead: -1,
 		sections: map[string]bool{"work": true, "floor": true, "insert": true, "claim": true, "notify": true, "loop": true, "async": true},
 	}
-	typed, err := os.ReadFile(filepath.Join("variants", "hotrow-typed.sql"))
-	if err != nil {
-		t.Fatal(err)
+	var typed []byte
+	for _, f := range []string{"hotrow.sql", "typed-commit.sql"} {
+		b, err := os.ReadFile(filepath.Join("variants", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		typed = append(append(typed, b...), '\n')
 	}
 	c.floorVariants = []string{"lean-noexecs=" + string(typed)}
 	c.quiet = true
 	c.out = filepath.Join(t.TempDir(), "report.md")
-	err = run(context.Background(), c)
+	err := run(context.Background(), c)
 	if errors.Is(err, errNoServer) && os.Getenv(pgtest.EnvRequire) != "1" {
 		t.Skip(err)
 	}
