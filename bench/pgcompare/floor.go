@@ -114,21 +114,20 @@ SELECT count(*) FROM f`
 )
 
 // floorGroup bounds the jobs of one commit (pgcompare's -group for
-// pgstore), and floorCommitters the commits in flight at once.
-const (
-	floorGroup      = 128
-	floorCommitters = 4
-	// floorCooldown is the least time between two claims (river's
-	// FetchCooldown in the work section), so that a claim takes the
-	// slots freed meanwhile rather than one at a time.
-	floorCooldown = 2 * time.Millisecond
-)
+// pgstore).
+const floorGroup = 128
 
 // floorQueue is one of the floor's queues: the pool of its database and
 // its two statements.
 type floorQueue struct {
 	pool          *pgxpool.Pool
 	claim, commit string
+	// committers bounds the commits in flight at once; cooldown is the
+	// least time between two claims (river's FetchCooldown in the work
+	// section), so that a claim takes the slots freed meanwhile rather
+	// than one at a time.
+	committers int
+	cooldown   time.Duration
 	// claims and commits count the last run's statements.
 	claims, commits int
 }
@@ -174,7 +173,7 @@ type floorJob struct {
 // work runs workers slots until target jobs are committed and returns
 // the time taken. One goroutine claims for the free slots (one claim in
 // flight, as jobstate's and river's producers), workers goroutines run
-// the no-op handler, and floorCommitters goroutines commit the finished
+// the no-op handler, and f.committers goroutines commit the finished
 // jobs in groups of at most floorGroup.
 func (f *floorQueue) work(ctx context.Context, workers, target int) (time.Duration, error) {
 	claim, commit := f.claim, f.commit
@@ -225,7 +224,7 @@ func (f *floorQueue) work(ctx context.Context, workers, target int) (time.Durati
 			case <-free:
 				n++
 			}
-			if wait := floorCooldown - time.Since(last); wait > 0 {
+			if wait := f.cooldown - time.Since(last); wait > 0 {
 				time.Sleep(wait)
 			}
 			last = time.Now()
@@ -289,7 +288,7 @@ func (f *floorQueue) work(ctx context.Context, workers, target int) (time.Durati
 
 	// The committers: each takes the finished jobs waiting (at least one)
 	// and commits them in one statement.
-	for range floorCommitters {
+	for range max(1, f.committers) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"slices"
 
 	"fmt"
@@ -9,6 +10,16 @@ import (
 	"strings"
 	"time"
 )
+
+// floorFlags defines the floor section's flags.
+func floorFlags(c *config) {
+	flag.Func("floor-variant", "a variant of jobstate's row in the floor section, name=SQL, the SQL altering a copy of pgstore's schema (a name ending in -noexecs leaves the executions out of the writes); repeatable", func(v string) error {
+		c.floorVariants = append(c.floorVariants, v)
+		return nil
+	})
+	flag.IntVar(&c.floorCommitters, "floor-committers", 4, "the floor's commits in flight at once")
+	flag.DurationVar(&c.floorCooldown, "floor-cooldown", 2*time.Millisecond, "the least time between two of the floor's claims")
+}
 
 // contender is one of the floor section's queues: made ready with jobs,
 // then worked.
@@ -31,6 +42,7 @@ func floorSection(ctx context.Context, c config, rep *report, j *js, r *rv, url 
 	defer pool.Close()
 	var last *floorQueue // the last floor run's queue, for its counts
 	floorRun := func(name string, q *floorQueue, prepare func(ctx context.Context, n int) error) contender {
+		q.committers, q.cooldown = c.floorCommitters, c.floorCooldown
 		return contender{
 			name:    name,
 			prepare: prepare,
@@ -89,7 +101,7 @@ func floorSection(ctx context.Context, c config, rep *report, j *js, r *rv, url 
 	}
 
 	rep.printf("## The floor: a lease-based queue with exactly-once commits in plain SQL (no-op jobs, %d inserted before each run)\n\n", c.jobs)
-	rep.printf("floor: a narrow row with three partial indexes, a claim of one statement (committed without waiting for the flush) and a commit of one statement per group of up to %d jobs (fenced by the attempt, flushed), %d groups in flight; floor+history adds a history row per transition; floor on jobstate's rows runs the same two statements, with history, on a copy of pgstore's tables (jobstate's row, indexes and CHECKs), and each -floor-variant on a copy altered by its SQL. See bench/pgcompare/floor.go and floorwide.go.\n\n", floorGroup, floorCommitters)
+	rep.printf("floor: a narrow row with three partial indexes, a claim of one statement (committed without waiting for the flush) and a commit of one statement per group of up to %d jobs (fenced by the attempt, flushed), %d groups in flight, claims at least %v apart; floor+history adds a history row per transition; floor on jobstate's rows runs the same two statements, with history, on a copy of pgstore's tables (jobstate's row, indexes and CHECKs), and each -floor-variant on a copy altered by its SQL. See bench/pgcompare/floor.go and floorwide.go.\n\n", floorGroup, c.floorCommitters, c.floorCooldown)
 	head := "| workers | jobs timed |"
 	align := "|---:|---:|"
 	for _, ct := range all {

@@ -41,8 +41,11 @@ type config struct {
 	cpuProfile string
 	statements bool
 	quiet      bool
-	// floorVariants: the floor section's variants of jobstate's row.
-	floorVariants []string
+	// The floor section's variants of jobstate's row, commits in
+	// flight and least time between claims.
+	floorVariants   []string
+	floorCommitters int
+	floorCooldown   time.Duration
 }
 
 // errNoServer: no PostgreSQL cluster could be started.
@@ -71,10 +74,7 @@ func main() {
 	flag.BoolVar(&c.statements, "statements", false, "load pg_stat_statements and print the top statements of the jobstate database at the end (changes the server's settings: for analysis only)")
 	flag.IntVar(&c.loopBatch, "loop-batch", 1, "jobs per ClaimMany in the loop section")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process")
-	flag.Func("floor-variant", "a variant of jobstate's row in the floor section, name=SQL, the SQL altering a copy of pgstore's schema (a name ending in -noexecs leaves the executions out of the writes); repeatable", func(v string) error {
-		c.floorVariants = append(c.floorVariants, v)
-		return nil
-	})
+	floorFlags(&c)
 	flag.Parse()
 	var err error
 	if c.workers, err = ints(workers); err == nil {

@@ -39,6 +39,7 @@ func TestSmoke(t *testing.T) {
 	c := config{
 		workers: []int{1, 4}, jobs: 200, work1: 100, runs: 1, group: 16, single: 20, batchN: 100, batchPer: 50,
 		ready: []int{50}, samples: 20, notifyN: 5, notifyPoll: time.Second, loopBatch: 2, maxCommits: 10, ahead: -1,
+		floorCommitters: 4, floorCooldown: 2 * time.Millisecond,
 		sections: map[string]bool{"work": true, "floor": true, "insert": true, "claim": true, "notify": true, "loop": true, "async": true},
 	}
 	var typed []byte
