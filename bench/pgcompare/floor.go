@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -122,6 +121,9 @@ const floorGroup = 128
 type floorQueue struct {
 	pool          *pgxpool.Pool
 	claim, commit string
+	// readFirst makes each claim and each commit a transaction of two
+	// round trips (floorread.go): the jobs read and locked, then written.
+	readFirst bool
 	// committers bounds the commits in flight at once; cooldown is the
 	// least time between two claims (river's FetchCooldown in the work
 	// section), so that a claim takes the slots freed meanwhile rather
@@ -176,7 +178,6 @@ type floorJob struct {
 // the no-op handler, and f.committers goroutines commit the finished
 // jobs in groups of at most floorGroup.
 func (f *floorQueue) work(ctx context.Context, workers, target int) (time.Duration, error) {
-	claim, commit := f.claim, f.commit
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -238,16 +239,7 @@ func (f *floorQueue) work(ctx context.Context, workers, target int) (time.Durati
 					break more
 				}
 			}
-			rows, err := conn.Query(rctx, claim, n)
-			if err != nil {
-				fail(err)
-				return
-			}
-			got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (floorJob, error) {
-				var j floorJob
-				err := r.Scan(&j.id, &j.attempt)
-				return j, err
-			})
+			got, err := f.claimJobs(rctx, conn.Conn(), n)
 			if err != nil {
 				fail(err)
 				return
@@ -311,8 +303,8 @@ func (f *floorQueue) work(ctx context.Context, workers, target int) (time.Durati
 						break fill
 					}
 				}
-				var n int64
-				if err := f.pool.QueryRow(rctx, commit, ids, attempts).Scan(&n); err != nil {
+				n, err := f.commitJobs(rctx, ids, attempts)
+				if err != nil {
 					fail(err)
 					return
 				}

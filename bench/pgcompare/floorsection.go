@@ -30,10 +30,11 @@ type contender struct {
 }
 
 // floorSection runs jobstate, river, the floor queue (floor.go) with and
-// without history, and the floor's statements on jobstate's rows
-// (floorwide.go) and on each variant of them, at each worker count, each
-// in turn and their order rotating from one run to the next, and reports
-// each one's rate, its ratio to river's and the CPU a job cost each side.
+// without history and with its jobs read first (floorread.go), and the
+// floor's statements on jobstate's rows (floorwide.go) and on each
+// variant of them, at each worker count, each in turn and their order
+// rotating from one run to the next, and reports each one's rate, its
+// ratio to river's and the CPU a job cost each side.
 func floorSection(ctx context.Context, c config, rep *report, j *js, r *rv, url string, meter cpuMeter, checkpoint func() error) error {
 	pool, err := newFloorDB(ctx, url, int32(slices.Max(c.workers)+10))
 	if err != nil {
@@ -86,6 +87,8 @@ func floorSection(ctx context.Context, c config, rep *report, j *js, r *rv, url 
 			func(ctx context.Context, n int) error { return floorCreate(ctx, pool, n, false) }),
 		floorRun("floor+history", &floorQueue{pool: pool, claim: floorClaimHistory, commit: floorCommitHistory},
 			func(ctx context.Context, n int) error { return floorCreate(ctx, pool, n, true) }),
+		floorRun("floor+history, read first", &floorQueue{pool: pool, claim: floorClaimWriteHistory, commit: floorCommitHistory, readFirst: true},
+			func(ctx context.Context, n int) error { return floorCreate(ctx, pool, n, true) }),
 	}
 	variants, err := parseVariants(c.floorVariants)
 	if err != nil {
@@ -101,7 +104,7 @@ func floorSection(ctx context.Context, c config, rep *report, j *js, r *rv, url 
 	}
 
 	rep.printf("## The floor: a lease-based queue with exactly-once commits in plain SQL (no-op jobs, %d inserted before each run)\n\n", c.jobs)
-	rep.printf("floor: a narrow row with three partial indexes, a claim of one statement (committed without waiting for the flush) and a commit of one statement per group of up to %d jobs (fenced by the attempt, flushed), %d groups in flight, claims at least %v apart; floor+history adds a history row per transition; floor on jobstate's rows runs the same two statements, with history, on a copy of pgstore's tables (jobstate's row, indexes and CHECKs), and each -floor-variant on a copy altered by its SQL. See bench/pgcompare/floor.go and floorwide.go.\n\n", floorGroup, c.floorCommitters, c.floorCooldown)
+	rep.printf("floor: a narrow row with three partial indexes, a claim of one statement (committed without waiting for the flush) and a commit of one statement per group of up to %d jobs (fenced by the attempt, flushed), %d groups in flight, claims at least %v apart; floor+history adds a history row per transition, and read first makes each claim and each commit two round trips, the jobs locked and read before they are written, as an engine deciding in the client must; floor on jobstate's rows runs the same two statements, with history, on a copy of pgstore's tables (jobstate's row, indexes and CHECKs), and each -floor-variant on a copy altered by its SQL. See bench/pgcompare/floor.go and floorwide.go.\n\n", floorGroup, c.floorCommitters, c.floorCooldown)
 	head := "| workers | jobs timed |"
 	align := "|---:|---:|"
 	for _, ct := range all {
