@@ -122,8 +122,9 @@ type floorQueue struct {
 	pool          *pgxpool.Pool
 	claim, commit string
 	// readFirst makes each claim and each commit a transaction of two
-	// round trips (floorread.go): the jobs read and locked, then written.
-	readFirst bool
+	// round trips (floorread.go): the jobs read and locked, then written;
+	// with peek, a commit reads its jobs without locking them.
+	readFirst, peek bool
 	// committers bounds the commits in flight at once; cooldown is the
 	// least time between two claims (river's FetchCooldown in the work
 	// section), so that a claim takes the slots freed meanwhile rather

@@ -45,8 +45,13 @@ const (
 SELECT id, attempt FROM u`
 )
 
-// floorCommitRead locks and reads the jobs of $1.
-const floorCommitRead = `SELECT id, attempt FROM floor_jobs WHERE id = ANY ($1) FOR NO KEY UPDATE`
+// floorCommitRead locks and reads the jobs of $1; floorCommitPeek reads
+// them without locking them (the commit's fence by attempt then guards
+// them alone).
+const (
+	floorCommitRead = `SELECT id, attempt FROM floor_jobs WHERE id = ANY ($1) FOR NO KEY UPDATE`
+	floorCommitPeek = `SELECT id, attempt FROM floor_jobs WHERE id = ANY ($1)`
+)
 
 // claimJobs claims up to n jobs on conn and returns them.
 func (f *floorQueue) claimJobs(ctx context.Context, conn *pgx.Conn, n int) ([]floorJob, error) {
@@ -86,7 +91,11 @@ func (f *floorQueue) commitJobs(ctx context.Context, ids []uuid.UUID, attempts [
 		return 0, err
 	}
 	defer conn.Release()
-	err = readThenWrite(ctx, conn.Conn(), floorCommitRead, []any{ids}, func([]floorJob) []any {
+	read := floorCommitRead
+	if f.peek {
+		read = floorCommitPeek
+	}
+	err = readThenWrite(ctx, conn.Conn(), read, []any{ids}, func([]floorJob) []any {
 		return []any{ids, attempts}
 	}, f.commit, func(rows pgx.Rows) error {
 		n, err = pgx.CollectExactlyOneRow(rows, pgx.RowTo[int64])

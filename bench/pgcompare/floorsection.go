@@ -89,6 +89,8 @@ func floorSection(ctx context.Context, c config, rep *report, j *js, r *rv, url 
 			func(ctx context.Context, n int) error { return floorCreate(ctx, pool, n, true) }),
 		floorRun("floor+history, read first", &floorQueue{pool: pool, claim: floorClaimWriteHistory, commit: floorCommitHistory, readFirst: true},
 			func(ctx context.Context, n int) error { return floorCreate(ctx, pool, n, true) }),
+		floorRun("floor+history, read first, commits unlocked", &floorQueue{pool: pool, claim: floorClaimWriteHistory, commit: floorCommitHistory, readFirst: true, peek: true},
+			func(ctx context.Context, n int) error { return floorCreate(ctx, pool, n, true) }),
 	}
 	variants, err := parseVariants(c.floorVariants)
 	if err != nil {
@@ -104,7 +106,7 @@ func floorSection(ctx context.Context, c config, rep *report, j *js, r *rv, url 
 	}
 
 	rep.printf("## The floor: a lease-based queue with exactly-once commits in plain SQL (no-op jobs, %d inserted before each run)\n\n", c.jobs)
-	rep.printf("floor: a narrow row with three partial indexes, a claim of one statement (committed without waiting for the flush) and a commit of one statement per group of up to %d jobs (fenced by the attempt, flushed), %d groups in flight, claims at least %v apart; floor+history adds a history row per transition, and read first makes each claim and each commit two round trips, the jobs locked and read before they are written, as an engine deciding in the client must; floor on jobstate's rows runs the same two statements, with history, on a copy of pgstore's tables (jobstate's row, indexes and CHECKs), and each -floor-variant on a copy altered by its SQL. See bench/pgcompare/floor.go and floorwide.go.\n\n", floorGroup, c.floorCommitters, c.floorCooldown)
+	rep.printf("floor: a narrow row with three partial indexes, a claim of one statement (committed without waiting for the flush) and a commit of one statement per group of up to %d jobs (fenced by the attempt, flushed), %d groups in flight, claims at least %v apart; floor+history adds a history row per transition, and read first makes each claim and each commit two round trips, the jobs locked and read before they are written, as an engine deciding in the client must (commits unlocked: the commit's read takes no lock); floor on jobstate's rows runs the same two statements, with history, on a copy of pgstore's tables (jobstate's row, indexes and CHECKs), and each -floor-variant on a copy altered by its SQL. See bench/pgcompare/floor.go and floorwide.go.\n\n", floorGroup, c.floorCommitters, c.floorCooldown)
 	head := "| workers | jobs timed |"
 	align := "|---:|---:|"
 	for _, ct := range all {

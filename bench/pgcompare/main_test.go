@@ -73,10 +73,10 @@ func TestSmoke(t *testing.T) {
 	for _, w := range []string{"| 1 | 100 |", "| 4 | 100 |"} {
 		found := false
 		for _, l := range strings.Split(report, "\n") {
-			found = found || strings.HasPrefix(l, w) && strings.Count(l, "|") == 2+7+6+1
+			found = found || strings.HasPrefix(l, w) && strings.Count(l, "|") == 2+8+7+1
 		}
 		if !found {
-			t.Errorf("no floor row %q with seven rates and six ratios:\n%s", w, report)
+			t.Errorf("no floor row %q with eight rates and seven ratios:\n%s", w, report)
 		}
 	}
 	// Every way of inserting has its row of CPU per job, read on both
