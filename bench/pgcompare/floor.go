@@ -76,10 +76,11 @@ WHERE j.id = ANY (ARRAY (
 RETURNING j.id, j.attempt`
 
 // floorClaim is the floor's claim; floorClaimHistory adds a history row
-// for each job taken.
+// for each job taken: `WITH u AS (` + a claim's update + claimHistory.
 const (
 	floorClaim        = floorClaimUpdate
-	floorClaimHistory = `WITH u AS (` + floorClaimUpdate + `
+	floorClaimHistory = `WITH u AS (` + floorClaimUpdate + claimHistory
+	claimHistory      = `
 ), h AS (
 	INSERT INTO floor_history (job_id, attempt, state) SELECT id, attempt, 1 FROM u
 )

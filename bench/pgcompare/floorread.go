@@ -12,8 +12,8 @@ import (
 // Read first, a claim is what a library whose engine decides each job's
 // next state must do: one round trip that begins a transaction and
 // locks and reads the candidates (floorClaimRead), then, the attempts
-// decided in the client, one that writes them (floorClaimWrite) and
-// commits. A commit likewise locks and reads its group's jobs
+// decided in the client, one that writes them (floorClaimWriteHistory)
+// and commits. A commit likewise locks and reads its group's jobs
 // (floorCommitRead) before the commit's statement. pgstore's claim and
 // group commit take those two round trips.
 
@@ -34,16 +34,9 @@ FROM unnest($1::uuid[], $2::bigint[]) AS d (id, attempt)
 WHERE j.id = d.id
 RETURNING j.id, j.attempt`
 
-// floorClaimWrite is the claim's write; floorClaimWriteHistory adds a
-// history row for each job.
-const (
-	floorClaimWrite        = floorClaimWriteUpdate
-	floorClaimWriteHistory = `WITH u AS (` + floorClaimWriteUpdate + `
-), h AS (
-	INSERT INTO floor_history (job_id, attempt, state) SELECT id, attempt, 1 FROM u
-)
-SELECT id, attempt FROM u`
-)
+// floorClaimWriteHistory is the claim's write with a history row for
+// each job.
+const floorClaimWriteHistory = `WITH u AS (` + floorClaimWriteUpdate + claimHistory
 
 // floorCommitRead locks and reads the jobs of $1; floorCommitPeek reads
 // them without locking them (the commit's fence by attempt then guards
