@@ -3,9 +3,8 @@ package main
 import (
 	"context"
 	"flag"
-	"slices"
-
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,51 +52,29 @@ func floorSection(ctx context.Context, c config, rep *report, j *js, r *rv, url 
 			},
 		}
 	}
-	prepareJS := func(ctx context.Context, n int) error {
-		if err := j.reset(ctx); err != nil {
-			return err
-		}
-		if err := j.createBatch(ctx, n, 5000); err != nil {
-			return err
-		}
-		return j.analyze(ctx)
+	narrow := func(history bool) func(ctx context.Context, n int) error {
+		return func(ctx context.Context, n int) error { return floorCreate(ctx, pool, n, history) }
 	}
 	all := []contender{
 		{
 			name:    "jobstate",
-			prepare: prepareJS,
+			prepare: j.load,
 			work: func(ctx context.Context, workers, target int) (time.Duration, error) {
 				return j.work(ctx, workers, c.ahead, target)
 			},
 		},
-		{
-			name: "river",
-			prepare: func(ctx context.Context, n int) error {
-				if err := r.reset(ctx); err != nil {
-					return err
-				}
-				if err := r.insertFast(ctx, n, 5000); err != nil {
-					return err
-				}
-				return r.analyze(ctx)
-			},
-			work: r.work,
-		},
-		floorRun("floor", &floorQueue{pool: pool, claim: floorClaim, commit: floorCommit},
-			func(ctx context.Context, n int) error { return floorCreate(ctx, pool, n, false) }),
-		floorRun("floor+history", &floorQueue{pool: pool, claim: floorClaimHistory, commit: floorCommitHistory},
-			func(ctx context.Context, n int) error { return floorCreate(ctx, pool, n, true) }),
-		floorRun("floor+history, read first", &floorQueue{pool: pool, claim: floorClaimWriteHistory, commit: floorCommitHistory, readFirst: true},
-			func(ctx context.Context, n int) error { return floorCreate(ctx, pool, n, true) }),
-		floorRun("floor+history, read first, commits unlocked", &floorQueue{pool: pool, claim: floorClaimWriteHistory, commit: floorCommitHistory, readFirst: true, peek: true},
-			func(ctx context.Context, n int) error { return floorCreate(ctx, pool, n, true) }),
+		{name: "river", prepare: r.load, work: r.work},
+		floorRun("floor", &floorQueue{pool: pool, claim: floorClaim, commit: floorCommit}, narrow(false)),
+		floorRun("floor+history", &floorQueue{pool: pool, claim: floorClaimHistory, commit: floorCommitHistory}, narrow(true)),
+		floorRun("floor+history, read first", &floorQueue{pool: pool, claim: floorClaimWriteHistory, commit: floorCommitHistory, readFirst: true}, narrow(true)),
+		floorRun("floor+history, read first, commits unlocked", &floorQueue{pool: pool, claim: floorClaimWriteHistory, commit: floorCommitHistory, readFirst: true, peek: true}, narrow(true)),
 	}
 	variants, err := parseVariants(c.floorVariants)
 	if err != nil {
 		return err
 	}
-	for _, v := range append([]wideVariant{{name: "floor on jobstate's rows", schema: "floor_jobstate"}}, variants...) {
-		if err := v.make(ctx, j.pool); err != nil {
+	for _, v := range append([]wideVariant{{name: "floor on jobstate's rows", schema: baseSchema}}, variants...) {
+		if err := v.setUp(ctx, j.pool); err != nil {
 			return fmt.Errorf("%s: %w", v.name, err)
 		}
 		claim, commit := v.statements()

@@ -21,10 +21,11 @@ import (
 // and its client (the reads before each write, the round trips, the
 // engine, the encoding of every column).
 //
-// A variant (-floor-variant, repeatable) alters its copy of the schema first, to
-// measure what a part of the row costs: "name=SQL", the SQL run with
-// the copy's schema first in the search path. A name ending in
-// "-noexecs" also leaves the executions out of both writes.
+// A variant (-floor-variant, repeatable) alters its copy of the schema
+// first, to measure what a part of the row costs: "name=SQL", the SQL run
+// with the copy's schema first in the search path. A name ending in
+// "-noexecs" also leaves the executions out of both writes. Each variant
+// has a schema of its own: two names that would share one are refused.
 
 // wideVariant is a copy of pgstore's schema for the floor's statements.
 type wideVariant struct {
@@ -36,18 +37,27 @@ type wideVariant struct {
 
 var variantName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,30}$`)
 
+// baseSchema is the schema of the unaltered copy of pgstore's tables.
+const baseSchema = "floor_jobstate"
+
 // parseVariants reads the -floor-variant flags, each "name=SQL".
 func parseVariants(flags []string) ([]wideVariant, error) {
 	var out []wideVariant
+	schemas := map[string]string{baseSchema: "the unaltered copy"}
 	for _, v := range flags {
 		name, sql, ok := strings.Cut(v, "=")
 		name = strings.TrimSpace(name)
 		if !ok || !variantName.MatchString(name) {
 			return nil, fmt.Errorf("-floor-variant %q: want name=SQL, the name in lower case letters, digits, _ and -", v)
 		}
+		schema := "floor_" + strings.ReplaceAll(name, "-", "_")
+		if other, taken := schemas[schema]; taken {
+			return nil, fmt.Errorf("-floor-variant %q: its schema %s is %s's too", name, schema, other)
+		}
+		schemas[schema] = name
 		out = append(out, wideVariant{
 			name:    "floor on jobstate's rows, " + name,
-			schema:  "floor_" + strings.ReplaceAll(name, "-", "_"),
+			schema:  schema,
 			alter:   sql,
 			noExecs: strings.HasSuffix(name, "-noexecs"),
 		})
@@ -55,9 +65,9 @@ func parseVariants(flags []string) ([]wideVariant, error) {
 	return out, nil
 }
 
-// make migrates the copy of the schema (dropped first if there) and
+// setUp migrates the copy of the schema (dropped first if there) and
 // alters it.
-func (v wideVariant) make(ctx context.Context, pool *pgxpool.Pool) error {
+func (v wideVariant) setUp(ctx context.Context, pool *pgxpool.Pool) error {
 	if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+v.schema+" CASCADE"); err != nil {
 		return err
 	}

@@ -84,6 +84,18 @@ func (j *js) analyze(ctx context.Context) error {
 	return err
 }
 
+// load empties the store and creates n ready jobs (createBatch, 5,000
+// a call), then analyzes the jobs: a throughput run's starting point.
+func (j *js) load(ctx context.Context, n int) error {
+	if err := j.reset(ctx); err != nil {
+		return err
+	}
+	if err := j.createBatch(ctx, n, 5000); err != nil {
+		return err
+	}
+	return j.analyze(ctx)
+}
+
 // createBatch creates n jobs with Engine.CreateMany (pgstore's
 // CreateBatch: one transaction and COPY), in calls of per jobs.
 func (j *js) createBatch(ctx context.Context, n, per int) error {

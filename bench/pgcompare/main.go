@@ -225,13 +225,7 @@ func run(ctx context.Context, c config) error {
 				for _, lib := range order(i) {
 					var d time.Duration
 					if lib == "jobstate" {
-						if err := j.reset(ctx); err != nil {
-							return err
-						}
-						if err := j.createBatch(ctx, c.jobs, 5000); err != nil {
-							return err
-						}
-						if err := j.analyze(ctx); err != nil {
+						if err := j.load(ctx, c.jobs); err != nil {
 							return err
 						}
 						if err := checkpoint(); err != nil {
@@ -251,13 +245,7 @@ func run(ctx context.Context, c config) error {
 						}
 						jr = append(jr, float64(target)/d.Seconds())
 					} else {
-						if err := r.reset(ctx); err != nil {
-							return err
-						}
-						if err := r.insertFast(ctx, c.jobs, 5000); err != nil {
-							return err
-						}
-						if err := r.analyze(ctx); err != nil {
+						if err := r.load(ctx, c.jobs); err != nil {
 							return err
 						}
 						if err := checkpoint(); err != nil {
@@ -324,13 +312,7 @@ func run(ctx context.Context, c config) error {
 			}
 			var jr []float64
 			for i := 0; i < c.runs; i++ {
-				if err := j.reset(ctx); err != nil {
-					return err
-				}
-				if err := j.createBatch(ctx, c.jobs, 5000); err != nil {
-					return err
-				}
-				if err := j.analyze(ctx); err != nil {
+				if err := j.load(ctx, c.jobs); err != nil {
 					return err
 				}
 				if err := checkpoint(); err != nil {
@@ -358,13 +340,7 @@ func run(ctx context.Context, c config) error {
 			}
 			var jr []float64
 			for i := 0; i < c.runs; i++ {
-				if err := j.reset(ctx); err != nil {
-					return err
-				}
-				if err := j.createBatch(ctx, c.jobs, 5000); err != nil {
-					return err
-				}
-				if err := j.analyze(ctx); err != nil {
+				if err := j.load(ctx, c.jobs); err != nil {
 					return err
 				}
 				if err := checkpoint(); err != nil {

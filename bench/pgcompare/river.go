@@ -83,6 +83,19 @@ func params(n int) []river.InsertManyParams {
 	return p
 }
 
+// load empties the queue and inserts n available jobs (insertFast,
+// 5,000 a call), then analyzes the table: a throughput run's starting
+// point.
+func (r *rv) load(ctx context.Context, n int) error {
+	if err := r.reset(ctx); err != nil {
+		return err
+	}
+	if err := r.insertFast(ctx, n, 5000); err != nil {
+		return err
+	}
+	return r.analyze(ctx)
+}
+
 // insertFast inserts n jobs with InsertManyFast (COPY), per per call.
 func (r *rv) insertFast(ctx context.Context, n, per int) error {
 	for n > 0 {
