@@ -39,6 +39,7 @@ type config struct {
 	notifyPoll time.Duration
 	loopBatch  int
 	cpuProfile string
+	memProfile string
 	statements bool
 	quiet      bool
 	// The floor section's variants of jobstate's row, commits in
@@ -74,6 +75,7 @@ func main() {
 	flag.BoolVar(&c.statements, "statements", false, "load pg_stat_statements and print the top statements of the jobstate database at the end (changes the server's settings: for analysis only)")
 	flag.IntVar(&c.loopBatch, "loop-batch", 1, "jobs per ClaimMany in the loop section")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process")
+	flag.StringVar(&c.memProfile, "memprofile", "", "write a heap profile of this process at the end (its alloc_space: what every section allocated)")
 	floorFlags(&c)
 	flag.Parse()
 	var err error
@@ -107,6 +109,25 @@ func main() {
 		fmt.Fprintln(os.Stderr, "pgcompare:", err)
 		os.Exit(1)
 	}
+	if c.memProfile != "" {
+		if err := writeHeapProfile(c.memProfile); err != nil {
+			fmt.Fprintln(os.Stderr, "pgcompare:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// writeHeapProfile writes the heap profile to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func ints(s string) ([]int, error) {
