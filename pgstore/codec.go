@@ -113,9 +113,17 @@ const jobColumns = `id, machine, state, kind, outcome, payload, result, version,
  cancel_requested, wake_at, wake_ns, sweep_failures, sweep_retry_at, sweep_retry_ns,
  concurrency_key`
 
+// execColumns lists the columns of a job's executions, in scan order: the
+// executions before its last (earlier_execs, JSON) and its last one, each
+// field a column of its own (migration 7).
+const execColumns = `earlier_execs, exec_id, exec_attempt, exec_owner, exec_status,
+ exec_lease_expires_at, exec_lease_expires_ns, exec_heartbeat_at, exec_heartbeat_ns,
+ exec_claimed_at, exec_claimed_ns, exec_started_at, exec_started_ns,
+ exec_finished_at, exec_finished_ns, exec_error`
+
 // jobWriteColumns lists the columns a job is written to, in the order of
 // jobArgs: jobColumns, the claim order's due time and the executions.
-const jobWriteColumns = jobColumns + `, due_at, due_ns, execs`
+const jobWriteColumns = jobColumns + `, due_at, due_ns, ` + execColumns
 
 // jobArgs returns the values of jobWriteColumns for j and its
 // executions execs (all of them, as mergeExecs returns them).
@@ -124,7 +132,7 @@ func jobArgs(j *jobstate.Job, execs []jobstate.Execution) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	list, err := encExecs(execs)
+	xargs, err := execArgs(execs)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +149,7 @@ func jobArgs(j *jobstate.Job, execs []jobstate.Execution) ([]any, error) {
 	due, dueNs := encTime(j.DueAt())
 	// Room for the values a write sends after them (writeParams).
 	args := make([]any, 0, len(jobParams)+len(writeParams))
-	return append(args,
+	return append(append(args,
 		pgID(j.ID), j.Machine, string(j.State), kind, string(j.Outcome), j.Payload, j.Result, j.Version, j.Attempt,
 		j.RetryCount, j.MaxRetries, string(j.Backoff.Kind), int64(j.Backoff.Initial), j.Backoff.Factor, int64(j.Backoff.Max),
 		string(j.Backoff.Jitter), j.OwnBackoff, j.LastError, string(j.ErrorClass), j.IdempotencyKey, j.Fingerprint, j.Owner,
@@ -149,8 +157,8 @@ func jobArgs(j *jobstate.Job, execs []jobstate.Execution) ([]any, error) {
 		completed, completedNs, notBefore, notBeforeNs, deadline, deadlineNs, j.Leases,
 		leaseExp, leaseExpNs, hb, hbNs, encUUID(j.Committed),
 		j.CancelRequested, wake, wakeNs, j.SweepFailures, retry, retryNs,
-		j.ConcurrencyKey, due, dueNs, list,
-	), nil
+		j.ConcurrencyKey, due, dueNs,
+	), xargs...), nil
 }
 
 // jobRow is the scan target of jobColumns.
@@ -230,13 +238,16 @@ func scanJobs(rows pgx.Rows) ([]jobstate.Job, error) {
 	return out, rows.Err()
 }
 
-// A job's executions are kept in its row (jobs.execs, migration 6), a
-// JSON array of objects: id, attempt and status always; owner and error
-// when not empty; the instants when set, in UTC with nanoseconds (RFC
-// 3339). Their order is the Store contract's: by attempt, a replaced
-// execution keeping its place among those of its attempt.
+// A job's executions are kept in its row, in the Store contract's order
+// (by attempt, a replaced execution keeping its place among those of its
+// attempt): the last one in columns of its own (exec_id to exec_error,
+// migration 7), which a claim, a heartbeat and a commit rewrite, and
+// those before it in earlier_execs, a JSON array of objects (migration
+// 6): id, attempt and status always; owner and error when not empty; the
+// instants when set, in UTC with nanoseconds (RFC 3339). A job claimed
+// once keeps an empty array there, which no write of it sends again.
 
-// execJSON is one execution as jobs.execs holds it.
+// execJSON is one execution as jobs.earlier_execs holds it.
 type execJSON struct {
 	ID             uuid.UUID  `json:"id"`
 	Attempt        int        `json:"attempt"`
@@ -267,21 +278,59 @@ func mergeExecs(known, written []jobstate.Execution) []jobstate.Execution {
 	return out
 }
 
-// encExecs returns the JSON text of jobs.execs for xs. An unknown status,
-// and an owner or error that is not valid UTF-8 or holds a NUL character,
-// are refused (ErrInvalidArgument), as a text column and its CHECK
-// refused them: JSON would store the one and change the other.
+// noExecs is earlier_execs of a job with at most one execution.
+const noExecs = "[]"
+
+// execArgs returns the values of execColumns for xs, a job's executions
+// in the contract's order. An unknown status, and an owner or error that
+// is not valid UTF-8 or holds a NUL character, are refused
+// (ErrInvalidArgument), as a text column and its CHECK refused them: JSON
+// would store the one and change the other.
+func execArgs(xs []jobstate.Execution) ([]any, error) {
+	for i := range xs {
+		if err := checkExec(&xs[i]); err != nil {
+			return nil, err
+		}
+	}
+	if len(xs) == 0 {
+		return []any{noExecs, pgtype.UUID{}, int64(0), "", "", negInf, int16(0), negInf, int16(0),
+			negInf, int16(0), negInf, int16(0), negInf, int16(0), ""}, nil
+	}
+	earlier, err := encExecs(xs[:len(xs)-1])
+	if err != nil {
+		return nil, err
+	}
+	x := &xs[len(xs)-1]
+	lease, leaseNs := encTime(x.LeaseExpiresAt)
+	hb, hbNs := encTime(x.HeartbeatAt)
+	claimed, claimedNs := encTime(x.ClaimedAt)
+	started, startedNs := encTime(x.StartedAt)
+	finished, finishedNs := encTime(x.FinishedAt)
+	return []any{earlier, pgID(x.ID), int64(x.Attempt), x.Owner, string(x.Status), lease, leaseNs, hb, hbNs,
+		claimed, claimedNs, started, startedNs, finished, finishedNs, x.Error}, nil
+}
+
+// checkExec refuses an execution the columns would not store as it is.
+func checkExec(x *jobstate.Execution) error {
+	if !x.Status.Live() && !x.Status.Final() {
+		return fmt.Errorf("%w: execution %s: unknown status %q", jobstate.ErrInvalidArgument, x.ID, x.Status)
+	}
+	for _, text := range []string{x.Owner, x.Error} {
+		if !utf8.ValidString(text) || strings.IndexByte(text, 0) >= 0 {
+			return fmt.Errorf("%w: execution %s: a text that is not valid UTF-8 or holds a NUL character", jobstate.ErrInvalidArgument, x.ID)
+		}
+	}
+	return nil
+}
+
+// encExecs returns the JSON text of jobs.earlier_execs for xs, checked by
+// checkExec.
 func encExecs(xs []jobstate.Execution) (string, error) {
+	if len(xs) == 0 {
+		return noExecs, nil
+	}
 	list := make([]execJSON, len(xs))
 	for i, x := range xs {
-		if !x.Status.Live() && !x.Status.Final() {
-			return "", fmt.Errorf("%w: execution %s: unknown status %q", jobstate.ErrInvalidArgument, x.ID, x.Status)
-		}
-		for _, text := range []string{x.Owner, x.Error} {
-			if !utf8.ValidString(text) || strings.IndexByte(text, 0) >= 0 {
-				return "", fmt.Errorf("%w: execution %s: a text that is not valid UTF-8 or holds a NUL character", jobstate.ErrInvalidArgument, x.ID)
-			}
-		}
 		list[i] = execJSON{
 			ID: x.ID, Attempt: x.Attempt, Owner: x.Owner, Status: string(x.Status),
 			LeaseExpiresAt: utc(x.LeaseExpiresAt), HeartbeatAt: utc(x.HeartbeatAt), ClaimedAt: utc(x.ClaimedAt),
@@ -312,8 +361,11 @@ func instant(t *time.Time) time.Time {
 	return *t
 }
 
-// decExecs reads jobs.execs of the job id.
+// decExecs reads jobs.earlier_execs of the job id.
 func decExecs(id uuid.UUID, data []byte) ([]jobstate.Execution, error) {
+	if string(data) == noExecs {
+		return nil, nil
+	}
 	var list []execJSON
 	if err := json.Unmarshal(data, &list); err != nil {
 		return nil, fmt.Errorf("pgstore: job %s: executions: %w", id, err)
@@ -332,9 +384,39 @@ func decExecs(id uuid.UUID, data []byte) ([]jobstate.Execution, error) {
 	return out, nil
 }
 
+// execRow is the scan target of execColumns.
+type execRow struct {
+	earlier                                      []byte
+	id                                           pgtype.UUID
+	attempt                                      int64
+	owner, status, err                           string
+	leaseExp, heartbeat, claimed, started, ended tsPair
+}
+
+func (r *execRow) dest() []any {
+	return []any{
+		&r.earlier, &r.id, &r.attempt, &r.owner, &r.status, &r.leaseExp.ts, &r.leaseExp.ns,
+		&r.heartbeat.ts, &r.heartbeat.ns, &r.claimed.ts, &r.claimed.ns, &r.started.ts, &r.started.ns,
+		&r.ended.ts, &r.ended.ns, &r.err,
+	}
+}
+
+// executions returns the executions of the job id the row holds.
+func (r *execRow) executions(id uuid.UUID) ([]jobstate.Execution, error) {
+	xs, err := decExecs(id, r.earlier)
+	if err != nil || !r.id.Valid {
+		return xs, err
+	}
+	return append(xs, jobstate.Execution{
+		ID: decUUID(r.id), JobID: id, Attempt: int(r.attempt), Owner: r.owner, Status: jobstate.ExecStatus(r.status),
+		LeaseExpiresAt: r.leaseExp.time(), HeartbeatAt: r.heartbeat.time(), ClaimedAt: r.claimed.time(),
+		StartedAt: r.started.time(), FinishedAt: r.ended.time(), Error: r.err,
+	}), nil
+}
+
 // snapColumns lists the columns a snapshot's job and executions are read
-// from: jobColumns and execs.
-const snapColumns = jobColumns + `, execs`
+// from: jobColumns and execColumns.
+const snapColumns = jobColumns + `, ` + execColumns
 
 // scanSnapshots reads every row of rows (snapColumns) as a snapshot
 // without its effects.
@@ -342,10 +424,10 @@ func scanSnapshots(rows pgx.Rows) ([]jobstate.Snapshot, error) {
 	defer rows.Close()
 	var out []jobstate.Snapshot
 	var r jobRow
-	var execs []byte
-	dest := append(r.dest(), &execs)
+	var x execRow
+	dest := append(r.dest(), x.dest()...)
 	for rows.Next() {
-		r, execs = jobRow{}, nil
+		r, x = jobRow{}, execRow{}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
@@ -353,7 +435,7 @@ func scanSnapshots(rows pgx.Rows) ([]jobstate.Snapshot, error) {
 		if err != nil {
 			return nil, err
 		}
-		xs, err := decExecs(j.ID, execs)
+		xs, err := x.executions(j.ID)
 		if err != nil {
 			return nil, err
 		}

@@ -9,14 +9,16 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobstate/jobstate"
 )
 
-// FuzzExecsRoundTrip: the executions kept in a job's row read back as
-// written, every instant of [MinTime, MaxTime] to the nanosecond and
-// every text as given; a text the row cannot keep (not UTF-8, or with a
-// NUL) is refused with ErrInvalidArgument.
+// FuzzExecsRoundTrip: the executions kept in a job's row (the last in
+// its columns, those before it as JSON) read back as written, every
+// instant of [MinTime, MaxTime] to the nanosecond and every text as
+// given; a text the row cannot keep (not UTF-8, or with a NUL) is refused
+// with ErrInvalidArgument.
 func FuzzExecsRoundTrip(f *testing.F) {
 	f.Add("worker-1", "", int64(0), 0, 1)
 	f.Add("", "lease expired", int64(1<<40), 999_999_999, 7)
@@ -41,31 +43,77 @@ func FuzzExecsRoundTrip(f *testing.F) {
 				StartedAt: jobstate.MaxTime, FinishedAt: at, Error: errText},
 			{ID: uuid.New(), JobID: job, Attempt: attempt + 1, Status: jobstate.ExecLeased, ClaimedAt: at},
 		}
-		text, err := encExecs(xs)
-		bad := func(s string) bool { return !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 }
-		if bad(owner) || bad(errText) {
-			if !errors.Is(err, jobstate.ErrInvalidArgument) {
-				t.Fatalf("texts %q, %q: error %v, want ErrInvalidArgument", owner, errText, err)
-			}
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := decExecs(job, []byte(text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := make([]jobstate.Execution, len(xs))
-		for i, x := range xs {
-			x.LeaseExpiresAt, x.HeartbeatAt, x.ClaimedAt = x.LeaseExpiresAt.UTC(), x.HeartbeatAt.UTC(), x.ClaimedAt.UTC()
-			x.StartedAt, x.FinishedAt = x.StartedAt.UTC(), x.FinishedAt.UTC()
-			want[i] = x
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("read back\n%+v\nwant\n%+v\nfrom %s", got, want, text)
+		// One, two and three executions: the last alone, then with one
+		// and two before it in the JSON.
+		xs = append(xs, jobstate.Execution{ID: uuid.New(), JobID: job, Attempt: attempt + 2, Owner: errText, Status: jobstate.ExecCommitted,
+			HeartbeatAt: at, StartedAt: at.Add(time.Nanosecond), Error: owner})
+		for n := 1; n <= len(xs); n++ {
+			execsRoundTrip(t, job, xs[:n], owner, errText)
 		}
 	})
+}
+
+// execsRoundTrip writes xs as execArgs does, reads them back as a row
+// holding those values would, and compares.
+func execsRoundTrip(t *testing.T, job uuid.UUID, xs []jobstate.Execution, owner, errText string) {
+	t.Helper()
+	args, err := execArgs(xs)
+	bad := func(s string) bool { return !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 }
+	if bad(owner) || bad(errText) {
+		if !errors.Is(err, jobstate.ErrInvalidArgument) {
+			t.Fatalf("texts %q, %q: error %v, want ErrInvalidArgument", owner, errText, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r execRow
+	for i, p := range r.dest() {
+		stored(t, p, args[i])
+	}
+	got, err := r.executions(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]jobstate.Execution, len(xs))
+	for i, x := range xs {
+		x.LeaseExpiresAt, x.HeartbeatAt, x.ClaimedAt = x.LeaseExpiresAt.UTC(), x.HeartbeatAt.UTC(), x.ClaimedAt.UTC()
+		x.StartedAt, x.FinishedAt = x.StartedAt.UTC(), x.FinishedAt.UTC()
+		want[i] = x
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("read back\n%+v\nwant\n%+v\nfrom %v", got, want, args)
+	}
+}
+
+// stored sets *dest to v as a column written with v reads back: the
+// microseconds of an instant in UTC.
+func stored(t *testing.T, dest, v any) {
+	t.Helper()
+	switch d := dest.(type) {
+	case *[]byte:
+		*d = []byte(v.(string))
+	case *pgtype.UUID:
+		*d = v.(pgtype.UUID)
+	case *int64:
+		*d = v.(int64)
+	case *string:
+		*d = v.(string)
+	case *int16:
+		*d = v.(int16)
+	case *pgtype.Timestamptz:
+		ts := v.(pgtype.Timestamptz)
+		if ts.InfinityModifier == pgtype.Finite {
+			if ts.Time.Nanosecond()%1000 != 0 {
+				t.Fatalf("instant %v sent with nanoseconds", ts.Time)
+			}
+			ts.Time = ts.Time.UTC()
+		}
+		*d = ts
+	default:
+		t.Fatalf("no reading of %T", dest)
+	}
 }
 
 // A write's executions replace the job's by id, keep their places, and
@@ -94,7 +142,7 @@ func TestMergeExecs(t *testing.T) {
 // table's CHECK refused it, not stored.
 func TestExecsRefuseUnknownStatus(t *testing.T) {
 	for _, status := range []jobstate.ExecStatus{"", "leased", "RUNNING"} {
-		_, err := encExecs([]jobstate.Execution{{ID: uuid.New(), Attempt: 1, Status: status}})
+		_, err := execArgs([]jobstate.Execution{{ID: uuid.New(), Attempt: 1, Status: status}})
 		if !errors.Is(err, jobstate.ErrInvalidArgument) {
 			t.Errorf("status %q: error %v, want ErrInvalidArgument", status, err)
 		}

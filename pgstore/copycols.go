@@ -24,7 +24,7 @@ const (
 	defaultEmptyList                   // DEFAULT '[]' (jsonb)
 )
 
-// jobDefaults are the defaults of jobWriteColumns (migrations 1 to 6).
+// jobDefaults are the defaults of jobWriteColumns (migrations 1 to 7).
 var jobDefaults = map[string]colDefault{
 	"outcome": defaultEmpty, "payload": defaultNull, "result": defaultNull,
 	"attempt": defaultZero, "retry_count": defaultZero, "max_retries": defaultZero,
@@ -42,7 +42,13 @@ var jobDefaults = map[string]colDefault{
 	"committed": defaultNull, "cancel_requested": defaultZero,
 	"wake_at": defaultNull, "wake_ns": defaultZero, "sweep_failures": defaultZero,
 	"sweep_retry_at": defaultNegInf, "sweep_retry_ns": defaultZero, "due_ns": defaultZero,
-	"concurrency_key": defaultEmpty, "execs": defaultEmptyList,
+	"concurrency_key": defaultEmpty, "earlier_execs": defaultEmptyList,
+	"exec_id": defaultNull, "exec_attempt": defaultZero, "exec_owner": defaultEmpty, "exec_status": defaultEmpty,
+	"exec_lease_expires_at": defaultNegInf, "exec_lease_expires_ns": defaultZero,
+	"exec_heartbeat_at": defaultNegInf, "exec_heartbeat_ns": defaultZero,
+	"exec_claimed_at": defaultNegInf, "exec_claimed_ns": defaultZero,
+	"exec_started_at": defaultNegInf, "exec_started_ns": defaultZero,
+	"exec_finished_at": defaultNegInf, "exec_finished_ns": defaultZero, "exec_error": defaultEmpty,
 }
 
 // transitionDefaults are the defaults of transitionColumns.

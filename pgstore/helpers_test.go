@@ -102,7 +102,11 @@ func (e *env) count(table string) int {
 // error (owner and error empty strings when unset).
 func execRows(schema string) string {
 	return `(SELECT j.id AS job_id, x.id, x.attempt, coalesce(x.owner, '') AS owner, x.status, x.claimed_at, coalesce(x.error, '') AS error
- FROM ` + schema + `.jobs j, jsonb_to_recordset(j.execs) AS x(id uuid, attempt bigint, owner text, status text, claimed_at timestamptz, error text))`
+ FROM ` + schema + `.jobs j, jsonb_to_recordset(j.earlier_execs) AS x(id uuid, attempt bigint, owner text, status text, claimed_at timestamptz, error text)
+ UNION ALL
+ SELECT id, exec_id, exec_attempt, exec_owner, exec_status,
+        CASE WHEN isfinite(exec_claimed_at) THEN exec_claimed_at END, exec_error
+ FROM ` + schema + `.jobs WHERE exec_id IS NOT NULL)`
 }
 
 // must fails the test at once with err, unless it is nil.

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -18,15 +19,23 @@ import (
 // a table of their own), holding jobs in every state an execution can
 // leave them (leased, started, committed, done, failed, retried after
 // errors and lapsed leases, snoozed, redriven, never claimed), at
-// instants with nanoseconds, is brought to version 6: every
+// instants with nanoseconds, is brought to the current version: every
 // job reads back as it was, with its executions (order, statuses,
 // errors, owners and every instant to the nanosecond), history and
 // effects; the one-commit rule holds in the new rows; and every job runs
 // to its end.
-func TestMigrateFromVersion5(t *testing.T) {
+func TestMigrateFromVersion5(t *testing.T) { migrateExecutions(t, 5) }
+
+// TestMigrateFromVersion6: as TestMigrateFromVersion5, from a schema
+// written by version 6 (every execution in the JSON list of the job's
+// row), brought to version 7 (the last execution in columns of its own).
+func TestMigrateFromVersion6(t *testing.T) { migrateExecutions(t, 6) }
+
+// migrateExecutions runs TestMigrateFromVersion5 from version v.
+func migrateExecutions(t *testing.T, v int) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	schema, src := olderSchema(t, pool, "_v5", 5)
+	schema, src := olderSchema(t, pool, fmt.Sprintf("_v%d", v), v)
 	clock := jobstate.NewManualClock(epoch.Add(123 * time.Nanosecond))
 	open := keyedOpener(t, pool, clock)
 	_, eng := open(src)
@@ -110,8 +119,12 @@ func TestMigrateFromVersion5(t *testing.T) {
 	copyRows(t, pool, src, schema)
 	applied, err := pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
 	must(t, err)
-	if !reflect.DeepEqual(applied, []int{6}) {
-		t.Fatalf("applied %v, want [6]", applied)
+	var want []int
+	for n := v + 1; n <= pgstore.SchemaVersion; n++ {
+		want = append(want, n)
+	}
+	if !reflect.DeepEqual(applied, want) {
+		t.Fatalf("applied %v, want %v", applied, want)
 	}
 	var tables int
 	must(t, pool.QueryRow(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'executions'", schema).Scan(&tables))
@@ -127,7 +140,7 @@ func TestMigrateFromVersion5(t *testing.T) {
 		}
 	}
 	// A second commit is refused by the database in the migrated rows too.
-	_, err = pool.Exec(ctx, "UPDATE "+schema+".jobs SET execs = execs || jsonb_build_object('id', gen_random_uuid(), 'attempt', 99, 'status', 'DONE') WHERE id = $1", all[3])
+	_, err = pool.Exec(ctx, "UPDATE "+schema+".jobs SET earlier_execs = earlier_execs || jsonb_build_object('id', gen_random_uuid(), 'attempt', 99, 'status', 'DONE') WHERE id = $1", all[3])
 	if err == nil {
 		t.Fatal("a second commit was written")
 	}

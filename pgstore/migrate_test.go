@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -68,7 +69,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 
 	applied, err := pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
 	require.NoError(t, err)
-	assert.Equal(t, []int{2, 3, 4, 5, 6}, applied)
+	assert.Equal(t, []int{2, 3, 4, 5, 6, 7}, applied)
 	assert.Zero(t, foreignKeys())
 	for _, index := range []string{"jobs_owner", "jobs_key"} {
 		var def string
@@ -181,7 +182,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 	copyRows(t, pool, src, schema)
 	applied, err := pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
 	require.NoError(t, err)
-	assert.Equal(t, []int{3, 4, 5, 6}, applied)
+	assert.Equal(t, []int{3, 4, 5, 6, 7}, applied)
 	for _, index := range []string{"jobs_machine_state", "jobs_created", "jobs_updated"} {
 		var def string
 		require.NoError(t, pool.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = $2`, schema, index).Scan(&def))
@@ -246,14 +247,18 @@ func olderSchema(t *testing.T, pool *pgxpool.Pool, suffix string, v int) (older,
 // (and its sequences moved past them), as the older release that created
 // to would have written them (its tables only: key_heads from version 5
 // on). Before version 6, a job's executions were rows of their own: they
-// are made from the list in its row.
+// are made from the store's reading of them; in version 6, they were one
+// JSON list in the job's row (execs), made the same way.
 func copyRows(t *testing.T, pool *pgxpool.Pool, from, to string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, table := range []string{"jobs", "transitions", "effects", "idempotency_keys", "key_heads"} {
 		var cols []string
-		rows, err := pool.Query(ctx, `SELECT quote_ident(column_name) FROM information_schema.columns
- WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`, to, table)
+		rows, err := pool.Query(ctx, `SELECT quote_ident(column_name) FROM information_schema.columns c
+ WHERE table_schema = $1 AND table_name = $2
+   AND EXISTS (SELECT 1 FROM information_schema.columns s
+                WHERE s.table_schema = $3 AND s.table_name = c.table_name AND s.column_name = c.column_name)
+ ORDER BY ordinal_position`, to, table, from)
 		require.NoError(t, err)
 		cols, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)
@@ -268,7 +273,67 @@ func copyRows(t *testing.T, pool *pgxpool.Pool, from, to string) {
 	name := pgx.Identifier{to, "effects"}.Sanitize()
 	_, err := pool.Exec(ctx, fmt.Sprintf("SELECT setval(pg_get_serial_sequence('%s', 'seq'), coalesce(max(seq), 0) + 1, false) FROM %s", name, name))
 	require.NoError(t, err)
-	copyExecutions(t, pool, from, to)
+	var tables, lists int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT
+ (SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'executions'),
+ (SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'jobs' AND column_name = 'execs')`,
+		to).Scan(&tables, &lists))
+	if tables > 0 {
+		copyExecutions(t, pool, from, to)
+	}
+	if lists > 0 {
+		copyExecutionLists(t, pool, from, to)
+	}
+}
+
+// copyExecutionLists writes the executions of the jobs of schema from as
+// version 6 kept them: a JSON list in the column execs of the job's row
+// in schema to, each an object with id, attempt and status, owner and
+// error when not empty, and the instants when set (RFC 3339 in UTC).
+func copyExecutionLists(t *testing.T, pool *pgxpool.Pool, from, to string) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := pgstore.New(pool, pgstore.Options{Schema: from})
+	require.NoError(t, err)
+	defer store.Close()
+	rows, err := pool.Query(ctx, "SELECT id FROM "+pgx.Identifier{from, "jobs"}.Sanitize())
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(t, err)
+	at := func(t time.Time) *string {
+		if t.IsZero() {
+			return nil
+		}
+		s := t.UTC().Format(time.RFC3339Nano) // as version 6 wrote it: trailing zeros left out
+		return &s
+	}
+	type item struct {
+		ID             uuid.UUID `json:"id"`
+		Attempt        int       `json:"attempt"`
+		Owner          string    `json:"owner,omitempty"`
+		Status         string    `json:"status"`
+		LeaseExpiresAt *string   `json:"lease_expires_at,omitempty"`
+		HeartbeatAt    *string   `json:"heartbeat_at,omitempty"`
+		ClaimedAt      *string   `json:"claimed_at,omitempty"`
+		StartedAt      *string   `json:"started_at,omitempty"`
+		FinishedAt     *string   `json:"finished_at,omitempty"`
+		Error          string    `json:"error,omitempty"`
+	}
+	update := "UPDATE " + pgx.Identifier{to, "jobs"}.Sanitize() + " SET execs = $2::jsonb WHERE id = $1"
+	for _, id := range ids {
+		xs, err := store.Executions(ctx, id)
+		require.NoError(t, err)
+		list := make([]item, len(xs))
+		for i, x := range xs {
+			list[i] = item{ID: x.ID, Attempt: x.Attempt, Owner: x.Owner, Status: string(x.Status),
+				LeaseExpiresAt: at(x.LeaseExpiresAt), HeartbeatAt: at(x.HeartbeatAt), ClaimedAt: at(x.ClaimedAt),
+				StartedAt: at(x.StartedAt), FinishedAt: at(x.FinishedAt), Error: x.Error}
+		}
+		data, err := json.Marshal(list)
+		require.NoError(t, err)
+		_, err = pool.Exec(ctx, update, id, string(data))
+		require.NoError(t, err)
+	}
 }
 
 // copyExecutions writes the executions of the jobs of schema from (kept

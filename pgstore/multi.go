@@ -26,7 +26,9 @@ var jobWriteTypes = []string{
 	"timestamptz", "int2", "timestamptz", "int2", "timestamptz", "int2", "int8",
 	"timestamptz", "int2", "timestamptz", "int2", "uuid",
 	"bool", "timestamptz", "int2", "int8", "timestamptz", "int2",
-	"text", "timestamptz", "int2", "text",
+	"text", "timestamptz", "int2",
+	"text", "uuid", "int8", "text", "text", "timestamptz", "int2", "timestamptz", "int2",
+	"timestamptz", "int2", "timestamptz", "int2", "timestamptz", "int2", "text",
 }
 
 var (
@@ -175,12 +177,13 @@ func (m *multiWrite) add(cur *jobstate.Job, known []jobstate.Execution, w *jobst
 		m.ready = map[string]bool{}
 	}
 	id := w.Job.ID
-	args, err := jobArgs(&w.Job, mergeExecs(known, w.Executions))
+	execs := mergeExecs(known, w.Executions)
+	args, err := jobArgs(&w.Job, execs)
 	if err != nil {
 		return err
 	}
 	payload, result, newPayload, newResult := unchangedBlobs(cur, args)
-	if newPayload || !coldSame(cur, &w.Job) {
+	if newPayload || !coldSame(cur, &w.Job) || !sameEarlier(known, execs) {
 		m.cold = true
 	}
 	m.jobs = append(m.jobs, append(args, cur.Version, newPayload, newResult))

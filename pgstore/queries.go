@@ -14,9 +14,9 @@ import (
 
 // The store's SQL is in queries/*.sql, one statement per "-- name:"
 // section, as a reviewer reads it: the tables qualified by {schema},
-// the long column lists of a job as {job_columns} and
-// {snapshot_columns} (the codec's scan order, jobColumns and
-// snapColumns), and parameters by name (@id). A statement is compiled
+// the long column lists of a job as {job_columns}, {exec_columns} and
+// {snapshot_columns} (the codec's scan order, jobColumns, execColumns
+// and snapColumns), and parameters by name (@id). A statement is compiled
 // once per Store: the schema and the column lists are put in, and each
 // parameter becomes $k, k its place in the list the store declares for
 // the statement (newStatements), which is the order its callers send
@@ -98,6 +98,7 @@ func newQueryBook(schema string) (*queryBook, error) {
 	lists := []string{
 		"{schema}", pgx.Identifier{schema}.Sanitize(),
 		"{job_columns}", oneLine(jobColumns),
+		"{exec_columns}", oneLine(execColumns),
 		"{snapshot_columns}", oneLine(snapColumns),
 		"{j.snapshot_columns}", qualified("j", snapColumns),
 	}

@@ -325,14 +325,14 @@ func (s *Store) Executions(ctx context.Context, id uuid.UUID) ([]jobstate.Execut
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var data []byte
-	if err := s.q(ctx).QueryRow(ctx, s.sql.execs, pgID(id)).Scan(&data); err != nil {
+	var x execRow
+	if err := s.q(ctx).QueryRow(ctx, s.sql.execs, pgID(id)).Scan(x.dest()...); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("%w: %s", jobstate.ErrNotFound, id)
 		}
 		return nil, s.fail(ctx, "executions", err)
 	}
-	xs, err := decExecs(id, data)
+	xs, err := x.executions(id)
 	if err != nil {
 		return nil, s.fail(ctx, "executions", err)
 	}

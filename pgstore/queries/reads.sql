@@ -2,7 +2,8 @@
 --
 -- Each statement begins with a "-- name:" line. {schema} is the store's
 -- schema, quoted; {job_columns} is the list of a job's columns in the
--- order the store scans them (jobColumns in codec.go). @name is a
+-- order the store scans them (jobColumns in codec.go), {exec_columns}
+-- that of its executions' (execColumns). @name is a
 -- parameter: the store sends the parameters in the order it declares for
 -- the statement (statements.go), whatever the order they appear in.
 
@@ -13,7 +14,7 @@ SELECT {job_columns} FROM {schema}.jobs WHERE id = @id
 SELECT EXISTS (SELECT 1 FROM {schema}.jobs WHERE id = @id)
 
 -- name: executions
-SELECT execs FROM {schema}.jobs WHERE id = @id
+SELECT {exec_columns} FROM {schema}.jobs WHERE id = @id
 
 -- name: history
 SELECT job_id, version, from_state, event, to_state, actor, reason, exec_id, at, at_ns

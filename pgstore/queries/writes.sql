@@ -1,6 +1,6 @@
 -- The statements of a write: the lock and snapshot of the jobs it
 -- changes, and what it writes. Conventions: see reads.sql;
--- {snapshot_columns} is {job_columns} and execs.
+-- {snapshot_columns} is {job_columns} and {exec_columns}.
 
 -- Update's lock: the job with its executions. Its effects are read by
 -- snapshot_effects, a later statement of the same batch, so after the
@@ -39,7 +39,7 @@ INSERT INTO {schema}.jobs (
   completed_at, completed_ns, not_before, not_before_ns, deadline, deadline_ns, leases,
   lease_expires_at, lease_expires_ns, heartbeat_at, heartbeat_ns, committed,
   cancel_requested, wake_at, wake_ns, sweep_failures, sweep_retry_at, sweep_retry_ns,
-  concurrency_key, due_at, due_ns, execs
+  concurrency_key, due_at, due_ns, {exec_columns}
 ) VALUES (
   @id, @machine, @state, @kind, @outcome, @payload, @result, @version, @attempt,
   @retry_count, @max_retries, @backoff_kind, @backoff_initial, @backoff_factor, @backoff_max,
@@ -48,7 +48,10 @@ INSERT INTO {schema}.jobs (
   @completed_at, @completed_ns, @not_before, @not_before_ns, @deadline, @deadline_ns, @leases,
   @lease_expires_at, @lease_expires_ns, @heartbeat_at, @heartbeat_ns, @committed,
   @cancel_requested, @wake_at, @wake_ns, @sweep_failures, @sweep_retry_at, @sweep_retry_ns,
-  @concurrency_key, @due_at, @due_ns, @execs::text::jsonb
+  @concurrency_key, @due_at, @due_ns, @earlier_execs::text::jsonb,
+  @exec_id, @exec_attempt, @exec_owner, @exec_status, @exec_lease_expires_at, @exec_lease_expires_ns,
+  @exec_heartbeat_at, @exec_heartbeat_ns, @exec_claimed_at, @exec_claimed_ns,
+  @exec_started_at, @exec_started_ns, @exec_finished_at, @exec_finished_ns, @exec_error
 )
 RETURNING
   id, machine, state, kind, outcome, NULL::bytea, NULL::bytea, version, attempt,
@@ -87,7 +90,13 @@ WITH u AS (
     heartbeat_at = @heartbeat_at, heartbeat_ns = @heartbeat_ns, committed = @committed,
     cancel_requested = @cancel_requested, wake_at = @wake_at, wake_ns = @wake_ns,
     sweep_failures = @sweep_failures, sweep_retry_at = @sweep_retry_at, sweep_retry_ns = @sweep_retry_ns,
-    due_at = @due_at, due_ns = @due_ns, execs = @execs::text::jsonb
+    due_at = @due_at, due_ns = @due_ns, earlier_execs = @earlier_execs::text::jsonb,
+    exec_id = @exec_id, exec_attempt = @exec_attempt, exec_owner = @exec_owner, exec_status = @exec_status,
+    exec_lease_expires_at = @exec_lease_expires_at, exec_lease_expires_ns = @exec_lease_expires_ns,
+    exec_heartbeat_at = @exec_heartbeat_at, exec_heartbeat_ns = @exec_heartbeat_ns,
+    exec_claimed_at = @exec_claimed_at, exec_claimed_ns = @exec_claimed_ns,
+    exec_started_at = @exec_started_at, exec_started_ns = @exec_started_ns,
+    exec_finished_at = @exec_finished_at, exec_finished_ns = @exec_finished_ns, exec_error = @exec_error
   WHERE id = @id AND version = @old_version AND concurrency_key = @concurrency_key
   RETURNING 1
 )
@@ -124,7 +133,13 @@ WITH u AS (
     heartbeat_at = v.heartbeat_at, heartbeat_ns = v.heartbeat_ns, committed = v.committed,
     cancel_requested = v.cancel_requested, wake_at = v.wake_at, wake_ns = v.wake_ns,
     sweep_failures = v.sweep_failures, sweep_retry_at = v.sweep_retry_at, sweep_retry_ns = v.sweep_retry_ns,
-    due_at = v.due_at, due_ns = v.due_ns, execs = v.execs::jsonb
+    due_at = v.due_at, due_ns = v.due_ns, earlier_execs = v.earlier_execs::jsonb,
+    exec_id = v.exec_id, exec_attempt = v.exec_attempt, exec_owner = v.exec_owner, exec_status = v.exec_status,
+    exec_lease_expires_at = v.exec_lease_expires_at, exec_lease_expires_ns = v.exec_lease_expires_ns,
+    exec_heartbeat_at = v.exec_heartbeat_at, exec_heartbeat_ns = v.exec_heartbeat_ns,
+    exec_claimed_at = v.exec_claimed_at, exec_claimed_ns = v.exec_claimed_ns,
+    exec_started_at = v.exec_started_at, exec_started_ns = v.exec_started_ns,
+    exec_finished_at = v.exec_finished_at, exec_finished_ns = v.exec_finished_ns, exec_error = v.exec_error
   FROM unnest(
     @id::uuid[], @machine::text[], @state::text[], @kind::text[], @outcome::text[],
     @payload::bytea[], @result::bytea[], @version::int8[], @attempt::int8[],
@@ -138,7 +153,13 @@ WITH u AS (
     @heartbeat_at::timestamptz[], @heartbeat_ns::int2[], @committed::uuid[], @cancel_requested::bool[],
     @wake_at::timestamptz[], @wake_ns::int2[], @sweep_failures::int8[],
     @sweep_retry_at::timestamptz[], @sweep_retry_ns::int2[], @concurrency_key::text[],
-    @due_at::timestamptz[], @due_ns::int2[], @execs::text[],
+    @due_at::timestamptz[], @due_ns::int2[], @earlier_execs::text[],
+    @exec_id::uuid[], @exec_attempt::int8[], @exec_owner::text[], @exec_status::text[],
+    @exec_lease_expires_at::timestamptz[], @exec_lease_expires_ns::int2[],
+    @exec_heartbeat_at::timestamptz[], @exec_heartbeat_ns::int2[],
+    @exec_claimed_at::timestamptz[], @exec_claimed_ns::int2[],
+    @exec_started_at::timestamptz[], @exec_started_ns::int2[],
+    @exec_finished_at::timestamptz[], @exec_finished_ns::int2[], @exec_error::text[],
     @old_version::int8[], @payload_changed::bool[], @result_changed::bool[]
   ) AS v(
     id, machine, state, kind, outcome, payload, result, version, attempt,
@@ -148,7 +169,10 @@ WITH u AS (
     completed_at, completed_ns, not_before, not_before_ns, deadline, deadline_ns, leases,
     lease_expires_at, lease_expires_ns, heartbeat_at, heartbeat_ns, committed,
     cancel_requested, wake_at, wake_ns, sweep_failures, sweep_retry_at, sweep_retry_ns,
-    concurrency_key, due_at, due_ns, execs,
+    concurrency_key, due_at, due_ns, earlier_execs,
+    exec_id, exec_attempt, exec_owner, exec_status, exec_lease_expires_at, exec_lease_expires_ns,
+    exec_heartbeat_at, exec_heartbeat_ns, exec_claimed_at, exec_claimed_ns, exec_started_at, exec_started_ns,
+    exec_finished_at, exec_finished_ns, exec_error,
     old_version, payload_changed, result_changed
   )
   WHERE j.id = v.id AND j.version = v.old_version
@@ -158,6 +182,7 @@ SELECT 1 / (count(*) = @rows)::int FROM u
 
 -- update_many for a batch whose writes leave every column it does not
 -- set as it was (hotwrite.go): a claim's, a heartbeat's, a commit's.
+-- It writes a job's last execution, not those before it.
 
 -- name: update_many_hot
 WITH u AS (
@@ -169,18 +194,34 @@ WITH u AS (
     completed_at = v.completed_at, completed_ns = v.completed_ns, leases = v.leases,
     lease_expires_at = v.lease_expires_at, lease_expires_ns = v.lease_expires_ns,
     heartbeat_at = v.heartbeat_at, heartbeat_ns = v.heartbeat_ns, committed = v.committed,
-    wake_at = v.wake_at, wake_ns = v.wake_ns, due_at = v.due_at, due_ns = v.due_ns, execs = v.execs::jsonb
+    wake_at = v.wake_at, wake_ns = v.wake_ns, due_at = v.due_at, due_ns = v.due_ns,
+    exec_id = v.exec_id, exec_attempt = v.exec_attempt, exec_owner = v.exec_owner, exec_status = v.exec_status,
+    exec_lease_expires_at = v.exec_lease_expires_at, exec_lease_expires_ns = v.exec_lease_expires_ns,
+    exec_heartbeat_at = v.exec_heartbeat_at, exec_heartbeat_ns = v.exec_heartbeat_ns,
+    exec_claimed_at = v.exec_claimed_at, exec_claimed_ns = v.exec_claimed_ns,
+    exec_started_at = v.exec_started_at, exec_started_ns = v.exec_started_ns,
+    exec_finished_at = v.exec_finished_at, exec_finished_ns = v.exec_finished_ns, exec_error = v.exec_error
   FROM unnest(
     @id::uuid[], @state::text[], @kind::text[], @outcome::text[], @result::bytea[], @version::int8[], @attempt::int8[],
     @updated_at::timestamptz[], @updated_ns::int2[], @started_at::timestamptz[], @started_ns::int2[],
     @completed_at::timestamptz[], @completed_ns::int2[], @leases::int8[],
     @lease_expires_at::timestamptz[], @lease_expires_ns::int2[], @heartbeat_at::timestamptz[], @heartbeat_ns::int2[],
     @committed::uuid[], @wake_at::timestamptz[], @wake_ns::int2[], @due_at::timestamptz[], @due_ns::int2[],
-    @execs::text[], @old_version::int8[], @result_changed::bool[]
+    @exec_id::uuid[], @exec_attempt::int8[], @exec_owner::text[], @exec_status::text[],
+    @exec_lease_expires_at::timestamptz[], @exec_lease_expires_ns::int2[],
+    @exec_heartbeat_at::timestamptz[], @exec_heartbeat_ns::int2[],
+    @exec_claimed_at::timestamptz[], @exec_claimed_ns::int2[],
+    @exec_started_at::timestamptz[], @exec_started_ns::int2[],
+    @exec_finished_at::timestamptz[], @exec_finished_ns::int2[], @exec_error::text[],
+    @old_version::int8[], @result_changed::bool[]
   ) AS v(
     id, state, kind, outcome, result, version, attempt, updated_at, updated_ns, started_at, started_ns,
     completed_at, completed_ns, leases, lease_expires_at, lease_expires_ns, heartbeat_at, heartbeat_ns,
-    committed, wake_at, wake_ns, due_at, due_ns, execs, old_version, result_changed
+    committed, wake_at, wake_ns, due_at, due_ns,
+    exec_id, exec_attempt, exec_owner, exec_status, exec_lease_expires_at, exec_lease_expires_ns,
+    exec_heartbeat_at, exec_heartbeat_ns, exec_claimed_at, exec_claimed_ns, exec_started_at, exec_started_ns,
+    exec_finished_at, exec_finished_ns, exec_error,
+    old_version, result_changed
   )
   WHERE j.id = v.id AND j.version = v.old_version
   RETURNING 1
