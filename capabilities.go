@@ -229,3 +229,13 @@ type KeyLimiter interface {
 	// LimitsKeys reports whether the store enforces MaxPerKey.
 	LimitsKeys() bool
 }
+
+// ClaimPlanner is an optional Store capability: applying the plan a
+// ClaimBatch's query carries (ClaimQuery.Plan) to the candidates it
+// covers, without calling the claim function for them (see ClaimPlan).
+// Engine.ClaimMany sets the plan only for a store whose AppliesClaimPlans
+// reports true; a wrapper store reports its inner store's answer.
+type ClaimPlanner interface {
+	// AppliesClaimPlans reports whether the store applies claim plans.
+	AppliesClaimPlans() bool
+}

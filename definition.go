@@ -134,6 +134,10 @@ type Definition struct {
 	initial     State
 	create      CreateSpec
 	effects     []EffectSpec
+	// moves and expiringStates are what a claim plan of the machine
+	// covers (claimMoves, expiring).
+	moves          []ClaimMove
+	expiringStates []State
 }
 
 type stateInfo struct {
@@ -203,6 +207,7 @@ func NewDefinition(spec Spec) (*Definition, error) {
 	d.policy.RedriveFrom = append([]State(nil), spec.Policy.RedriveFrom...)
 	d.initial = startState(&spec)
 	d.start = d.byName[d.initial]
+	d.moves, d.expiringStates = d.claimMoves(), d.expiring()
 	return d, nil
 }
 

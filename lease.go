@@ -424,10 +424,15 @@ func (e *Engine) ClaimMany(ctx context.Context, req ClaimRequest, n int) ([]Clai
 		return nil, err
 	}
 	c := &claiming{e: e, def: def, req: req, ttl: ttl, now: now, taken: make(map[uuid.UUID]taken, n)}
-	jobs, err := bc.ClaimBatch(ctx, ClaimQuery{Machine: def.name, Now: now, MaxPerKey: def.policy.MaxPerKey}, n, c.decide)
+	q := ClaimQuery{Machine: def.name, Now: now, MaxPerKey: def.policy.MaxPerKey}
+	if q.Plan, err = e.claimPlan(def, req.Worker, now, ttl, n); err != nil {
+		return nil, err
+	}
+	jobs, err := bc.ClaimBatch(ctx, q, n, c.decide)
 	if err != nil && len(jobs) == 0 {
 		return nil, err
 	}
+	c.planned(q.Plan, jobs)
 	if len(jobs) == 0 {
 		if c.failed != nil {
 			return nil, fmt.Errorf("%w: machine %q; a claim's effect failed: %w", ErrNoJob, def.name, c.failed)

@@ -191,6 +191,11 @@ type ClaimQuery struct {
 	// per concurrency key (Policy.MaxPerKey): a KeyLimiter store does not
 	// offer a job whose key has reached it.
 	MaxPerKey int
+	// Plan, when set, is the claim function's decision for the candidates
+	// it covers, which a ClaimPlanner store may apply instead of calling
+	// the function (see ClaimPlan). The engine sets it only on a
+	// ClaimBatch of a ClaimPlanner whose AppliesClaimPlans is true.
+	Plan *ClaimPlan
 }
 
 // Errors of the Store protocol.

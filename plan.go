@@ -1,0 +1,185 @@
+package jobstate
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// ClaimPlan is a claim written as data: what the engine's claim function
+// decides for every candidate the plan covers, so that a store able to
+// apply it (a SQL store, in the statement that takes the jobs) need not
+// read a candidate and call the function first. ClaimQuery.Plan carries
+// it; the function the store is given decides the same for a covered
+// candidate.
+//
+// A candidate is covered when its State is the From of one of Moves, its
+// Leases is 0, its Committed is the nil id, and its Deadline does not act
+// on it at Now: it is zero, or after Now, or its State is not one of
+// Expiring.
+//
+// A store may apply the plan to a covered candidate instead of calling
+// the function, and calls the function for every other candidate it
+// offers. Applying the plan to a job writes, as Update applies a Write:
+//   - the job with State, Kind and Outcome those of the move's To,
+//     Version and Attempt one more, UpdatedAt Now, StartedAt Now if it
+//     was zero, Leases 1, LeaseExpiresAt the plan's, HeartbeatAt Now,
+//     CancelRequested false, SweepFailures 0, SweepRetryAt zero, WakeAt
+//     the earlier of LeaseExpiresAt and, when the Deadline is set and To
+//     is one of Expiring, the Deadline; every other field as it was;
+//   - a new execution after the job's others: ID the next of ExecIDs
+//     (the i-th job the plan claims in a call, in claim order, gets
+//     ExecIDs[i]), the job's new Attempt, Owner Worker, Status LEASED,
+//     LeaseExpiresAt the plan's, HeartbeatAt and ClaimedAt Now;
+//   - the transition of the job's new Version from From to To by
+//     EventClaim, Actor Worker, ExecID the new execution's, At Now.
+//
+// Every job taken, by the plan or by the function, is returned in claim
+// order, as without a plan.
+type ClaimPlan struct {
+	// Moves are the claims the plan covers, one per ready state, each to
+	// a different active state.
+	Moves []ClaimMove
+	// Expiring are the machine's states with an expire rule.
+	Expiring []State
+	// Worker is the claimant, the owner of the new executions.
+	Worker string
+	// Now is the claim's time.
+	Now time.Time
+	// LeaseExpiresAt is when the new executions' leases lapse.
+	LeaseExpiresAt time.Time
+	// ExecIDs are the new executions' ids, as many as the call may claim.
+	ExecIDs []uuid.UUID
+}
+
+// ClaimMove is a claim rule a plan covers: a job in From moves to To, an
+// active state with the outcome Outcome.
+type ClaimMove struct {
+	From, To State
+	Outcome  Outcome
+}
+
+// Covers reports whether the plan covers job (see ClaimPlan), and the
+// move it makes.
+func (p *ClaimPlan) Covers(job *Job) (ClaimMove, bool) {
+	i := slices.IndexFunc(p.Moves, func(m ClaimMove) bool { return m.From == job.State })
+	if i < 0 || job.Leases != 0 || job.Committed != uuid.Nil {
+		return ClaimMove{}, false
+	}
+	if !job.Deadline.IsZero() && !p.Now.Before(job.Deadline) && slices.Contains(p.Expiring, job.State) {
+		return ClaimMove{}, false
+	}
+	return p.Moves[i], true
+}
+
+// Apply returns the write the plan makes of a covered job, cur with its
+// executions, the claim's execution getting id.
+func (p *ClaimPlan) Apply(cur Snapshot, m ClaimMove, id uuid.UUID) Write {
+	j := cur.Job
+	from := j.State
+	j.State, j.Kind, j.Outcome = m.To, KindActive, m.Outcome
+	j.Version++
+	j.Attempt++
+	j.UpdatedAt = p.Now
+	if j.StartedAt.IsZero() {
+		j.StartedAt = p.Now
+	}
+	j.Leases, j.LeaseExpiresAt, j.HeartbeatAt = 1, p.LeaseExpiresAt, p.Now
+	j.CancelRequested = false
+	j.SweepFailures, j.SweepRetryAt = 0, time.Time{}
+	j.WakeAt = p.LeaseExpiresAt
+	if !j.Deadline.IsZero() && j.Deadline.Before(j.WakeAt) && slices.Contains(p.Expiring, m.To) {
+		j.WakeAt = j.Deadline
+	}
+	x := Execution{
+		ID: id, JobID: j.ID, Attempt: j.Attempt, Owner: p.Worker, Status: ExecLeased,
+		LeaseExpiresAt: p.LeaseExpiresAt, HeartbeatAt: p.Now, ClaimedAt: p.Now,
+	}
+	rec := Transition{
+		JobID: j.ID, Version: j.Version, From: from, Event: EventClaim, To: m.To,
+		Actor: p.Worker, ExecID: id, At: p.Now,
+	}
+	return Write{Job: j, Transitions: []Transition{rec}, Executions: []Execution{x}}
+}
+
+// claimMoves returns the claims of d a plan can cover: from each ready
+// state whose claim rule (the first in table order) has no guard and no
+// effect and leads to an active state that no other covered state leads
+// to, so that a claimed job's state names its move.
+func (d *Definition) claimMoves() []ClaimMove {
+	var out []ClaimMove
+	for i := range d.states {
+		st := &d.states[i]
+		if st.spec.Kind != KindReady {
+			continue
+		}
+		k := slices.IndexFunc(st.out, func(e edge) bool { return e.event == EventClaim })
+		if k < 0 || st.out[k].guard != nil || d.rules[st.out[k].rule].Effect != nil {
+			continue
+		}
+		to := &d.states[st.out[k].to].spec
+		if to.Kind != KindActive || slices.ContainsFunc(out, func(m ClaimMove) bool { return m.To == to.Name }) {
+			continue
+		}
+		out = append(out, ClaimMove{From: st.spec.Name, To: to.Name, Outcome: to.Outcome})
+	}
+	return out
+}
+
+// expiring returns d's states with an expire rule.
+func (d *Definition) expiring() []State {
+	var out []State
+	for i := range d.states {
+		if d.Can(d.states[i].spec.Name, EventExpire) {
+			out = append(out, d.states[i].spec.Name)
+		}
+	}
+	return out
+}
+
+// claimPlan returns the plan of a ClaimBatch of up to n jobs of def by
+// worker at now, with leases of ttl, or nil when the store does not apply
+// plans or def has no claim a plan covers.
+func (e *Engine) claimPlan(def *Definition, worker string, now time.Time, ttl time.Duration, n int) (*ClaimPlan, error) {
+	cp, ok := e.store.(ClaimPlanner)
+	if !ok || len(def.moves) == 0 || !cp.AppliesClaimPlans() {
+		return nil, nil
+	}
+	p := &ClaimPlan{Moves: def.moves, Expiring: def.expiringStates, Worker: worker, Now: now, LeaseExpiresAt: after(now, ttl), ExecIDs: make([]uuid.UUID, n)}
+	for i := range p.ExecIDs {
+		id, err := e.newID()
+		if err != nil {
+			return nil, fmt.Errorf("jobstate: new execution id: %w", err)
+		}
+		p.ExecIDs[i] = id
+	}
+	return p, nil
+}
+
+// planned records, for each of jobs the store took by the plan p (those
+// the function did not take), the lease and transition the plan gave it:
+// the i-th such job in claim order has the plan's i-th execution id.
+func (c *claiming) planned(p *ClaimPlan, jobs []Job) {
+	if p == nil {
+		return
+	}
+	k := 0
+	for _, j := range jobs {
+		if _, ok := c.taken[j.ID]; ok || k >= len(p.ExecIDs) {
+			continue
+		}
+		i := slices.IndexFunc(p.Moves, func(m ClaimMove) bool { return m.To == j.State })
+		if i < 0 {
+			continue
+		}
+		id := p.ExecIDs[k]
+		k++
+		c.taken[j.ID] = taken{
+			lease: Lease{JobID: j.ID, ExecID: id, Token: j.Attempt, Owner: p.Worker, ExpiresAt: p.LeaseExpiresAt, TTL: c.ttl},
+			recs: []Transition{{JobID: j.ID, Version: j.Version, From: p.Moves[i].From, Event: EventClaim, To: j.State,
+				Actor: p.Worker, ExecID: id, At: p.Now}},
+		}
+	}
+}
