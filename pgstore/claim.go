@@ -142,6 +142,9 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 	if n < 1 {
 		return nil, fmt.Errorf("%w: batch of %d jobs", jobstate.ErrInvalidArgument, n)
 	}
+	if q.Plan != nil && q.MaxPerKey <= 0 && q.Limit <= 0 && len(q.Plan.ExecIDs) >= n {
+		return s.claimBatchPlanned(ctx, q, n, fn)
+	}
 	now, nowNs := encTime(q.Now)
 	var results []*jobstate.Job
 	err := s.inTxSync(ctx, "claim batch", s.opts.DurableClaims, func(tx *connTx) (*pgx.Batch, error) {

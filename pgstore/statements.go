@@ -18,7 +18,7 @@ type statements struct {
 	keyLocks, holders, takeKeys                  string
 	insertJob, updateJob                         string
 	insertTransition, insertEffect               string
-	notify, claim, claimEffs                     string
+	notify, claim, claimEffs, claimPlanned       string
 	list                                         string
 	claimKeyed, keyWait, keyLive, heads          string
 }
@@ -74,6 +74,8 @@ func newStatements(schema string) (statements, error) {
 		claim:      b.stmt("claim", "machine", "now_at", "now_ns", "excluded", "n", "lock_prefix"),
 		claimKeyed: b.stmt("claim_keyed", "machine", "now_at", "now_ns", "excluded", "n", "key_limit", "passed", "lock_prefix"),
 		claimEffs:  b.stmt("claim_effects", "setting"),
+		claimPlanned: b.stmt("claim_planned", "machine", "now_at", "now_ns", "excluded", "n", "lock_prefix",
+			"exec_ids", "from_states", "to_states", "outcomes", "expiring", "lease_at", "lease_ns", "worker"),
 
 		keyLocks: b.stmt("key_locks", "names"),
 		holders:  b.stmt("holders", "machines", "keys"),

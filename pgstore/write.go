@@ -179,32 +179,39 @@ func readSnapshots(br pgx.BatchResults, prefix, pinned, restored bool) ([]jobsta
 	if err != nil {
 		return nil, err
 	}
-	at := make(map[uuid.UUID]int, len(snaps))
-	for i := range snaps {
-		at[snaps[i].Job.ID] = i
-	}
-	if rows, err = br.Query(); err != nil {
-		return nil, err
-	}
-	for rows.Next() {
-		var id uuid.UUID
-		e, err := scanEffect(rows, &id)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if i, ok := at[id]; ok {
-			snaps[i].Effects = append(snaps[i].Effects, e)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := readEffects(br, snaps); err != nil {
 		return nil, err
 	}
 	if err := skipPlan(br, restored); err != nil {
 		return nil, err
 	}
 	return snaps, nil
+}
+
+// readEffects reads the next answer of br, effects each led by its job's
+// id, into the snapshots of snaps of those jobs.
+func readEffects(br pgx.BatchResults, snaps []jobstate.Snapshot) error {
+	at := make(map[uuid.UUID]int, len(snaps))
+	for i := range snaps {
+		at[snaps[i].Job.ID] = i
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id uuid.UUID
+		e, err := scanEffect(rows, &id)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		if i, ok := at[id]; ok {
+			snaps[i].Effects = append(snaps[i].Effects, e)
+		}
+	}
+	rows.Close()
+	return rows.Err()
 }
 
 // callFn calls fn on the locked snapshot in tx and returns the batch that

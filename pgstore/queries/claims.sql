@@ -121,3 +121,90 @@ SELECT e.*
     WHERE f.job_id = c.id
     ORDER BY seq
  ) e
+
+-- The claim of a batch with a plan (jobstate.ClaimPlan): claim's walks
+-- and order, then, in the same statement, the plan applied to the
+-- candidates it covers whose last execution, if any, is not in the row
+-- (p: a ready state with a move of @from_states to @to_states and
+-- @outcomes, no live execution, nothing committed, no execution yet, and
+-- no deadline acting at @now: @expiring are the states with an expire
+-- rule), each given the next of @exec_ids in claim order: the update of
+-- the job as ClaimPlan writes it (w) and its history row (h). The rows
+-- come out in claim order: those written, as written, with planned set
+-- and the state they left; the others, locked, as they are, for the
+-- claim function, their ids recorded in the transaction-local setting
+-- jobstate.claimed for claim_effects.
+
+-- name: claim_planned
+WITH u AS MATERIALIZED (
+  SELECT {snapshot_columns}, due_at AS o_due, due_ns AS o_due_ns
+    FROM {schema}.jobs
+   WHERE machine = @machine AND kind = 'ready' AND concurrency_key = ''
+     AND (not_before, not_before_ns) <= (@now_at, @now_ns) AND id <> ALL (@excluded)
+   ORDER BY priority DESC, due_at, due_ns, created_at, created_ns, id
+   LIMIT @n
+     FOR NO KEY UPDATE SKIP LOCKED
+),
+k AS MATERIALIZED (
+  SELECT {j.snapshot_columns}, j.due_at AS o_due, j.due_ns AS o_due_ns
+    FROM {schema}.key_heads h JOIN {schema}.jobs j ON j.id = h.job_id
+   WHERE h.machine = @machine AND (h.not_before, h.not_before_ns) <= (@now_at, @now_ns)
+     AND h.job_id <> ALL (@excluded)
+     AND j.kind = 'ready' AND (j.not_before, j.not_before_ns) <= (@now_at, @now_ns)
+     AND CASE WHEN (h.not_before, h.not_before_ns) > (@now_at, @now_ns) OR h.job_id = ANY (@excluded) THEN false
+              ELSE pg_try_advisory_xact_lock(hashtextextended(@lock_prefix || h.concurrency_key, 0))
+         END
+   ORDER BY h.priority DESC, h.due_at, h.due_ns, h.created_at, h.created_ns, h.job_id
+   LIMIT @n
+     FOR NO KEY UPDATE OF j SKIP LOCKED
+),
+c AS MATERIALIZED (
+  SELECT a.*, row_number() OVER (ORDER BY priority DESC, o_due, o_due_ns, created_at, created_ns, id) AS ord
+    FROM (SELECT * FROM u UNION ALL SELECT * FROM k) a
+   ORDER BY priority DESC, o_due, o_due_ns, created_at, created_ns, id
+   LIMIT @n
+),
+p AS MATERIALIZED (
+  SELECT c.id, c.ord, c.state AS from_state, m.to_state, m.outcome,
+         (@exec_ids::uuid[])[row_number() OVER (ORDER BY c.ord)] AS exec_id
+    FROM c JOIN unnest(@from_states::text[], @to_states::text[], @outcomes::text[]) AS m (from_state, to_state, outcome)
+      ON m.from_state = c.state
+   WHERE c.leases = 0 AND c.committed IS NULL AND c.exec_id IS NULL
+     AND NOT ((c.deadline, c.deadline_ns) <= (@now_at, @now_ns) AND isfinite(c.deadline) AND c.state = ANY (@expiring))
+),
+w AS (
+  UPDATE {schema}.jobs j SET
+    state = p.to_state, kind = 'active', outcome = p.outcome, version = j.version + 1, attempt = j.attempt + 1,
+    updated_at = @now_at, updated_ns = @now_ns,
+    started_at = CASE WHEN isfinite(j.started_at) THEN j.started_at ELSE @now_at END,
+    started_ns = CASE WHEN isfinite(j.started_at) THEN j.started_ns ELSE @now_ns END,
+    leases = 1, lease_expires_at = @lease_at, lease_expires_ns = @lease_ns,
+    heartbeat_at = @now_at, heartbeat_ns = @now_ns, cancel_requested = false,
+    sweep_failures = 0, sweep_retry_at = '-infinity', sweep_retry_ns = 0,
+    wake_at = CASE WHEN isfinite(j.deadline) AND (j.deadline, j.deadline_ns) < (@lease_at, @lease_ns)
+                    AND p.to_state = ANY (@expiring) THEN j.deadline ELSE @lease_at END,
+    wake_ns = CASE WHEN isfinite(j.deadline) AND (j.deadline, j.deadline_ns) < (@lease_at, @lease_ns)
+                    AND p.to_state = ANY (@expiring) THEN j.deadline_ns ELSE @lease_ns END,
+    exec_id = p.exec_id, exec_attempt = j.attempt + 1, exec_owner = @worker, exec_status = 'LEASED',
+    exec_lease_expires_at = @lease_at, exec_lease_expires_ns = @lease_ns,
+    exec_heartbeat_at = @now_at, exec_heartbeat_ns = @now_ns, exec_claimed_at = @now_at, exec_claimed_ns = @now_ns,
+    exec_started_at = '-infinity', exec_started_ns = 0, exec_finished_at = '-infinity', exec_finished_ns = 0,
+    exec_error = ''
+    FROM p
+   WHERE j.id = p.id
+  RETURNING {j.snapshot_columns}, p.ord, p.from_state
+),
+h AS (
+  INSERT INTO {schema}.transitions (job_id, version, from_state, event, to_state, actor, reason, exec_id, at, at_ns)
+  SELECT id, version, from_state, 'claim', state, @worker, '', exec_id, @now_at, @now_ns FROM w
+),
+s AS (
+  SELECT set_config('jobstate.claimed', coalesce(array_agg(id), '{}')::text, true) AS v
+    FROM c WHERE id NOT IN (SELECT id FROM p)
+)
+SELECT r.* FROM (
+  SELECT {snapshot_columns}, true AS planned, from_state, ord FROM w
+  UNION ALL
+  SELECT {snapshot_columns}, false, '', ord FROM c WHERE id NOT IN (SELECT id FROM p)
+) r CROSS JOIN s
+ ORDER BY r.ord
