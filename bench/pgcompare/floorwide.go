@@ -15,7 +15,7 @@ import (
 // schema (migrated into a schema of its own in the jobstate database),
 // with the same two writes per job as the floor, each one statement, but
 // of jobstate's row (its columns, indexes and CHECKs, the execution kept
-// in the row's execs) and with a history row per transition in
+// in the row's columns of its last one) and with a history row per transition in
 // jobstate's transitions. What this costs beyond the narrow floor with
 // history is the row's; what jobstate costs beyond this is its protocol
 // and its client (the reads before each write, the round trips, the
@@ -150,20 +150,19 @@ WITH f AS (
 	    lease_expires_at = '-infinity', heartbeat_at = '-infinity', wake_at = NULL{commit_execs}
 	FROM unnest($1::uuid[], $2::bigint[]) AS d (id, attempt)
 	WHERE j.id = d.id AND j.attempt = d.attempt AND j.kind = 'active'
-	RETURNING j.id, j.version, j.execs -> -1 ->> 'id' AS exec_id
+	RETURNING j.id, j.version, j.exec_id
 ), h AS (
 	INSERT INTO {schema}.transitions (job_id, version, from_state, event, to_state, actor, exec_id, at)
-	SELECT id, version, 'running', 'succeed', 'done', 'bench', exec_id::uuid, now() FROM f
+	SELECT id, version, 'running', 'succeed', 'done', 'bench', exec_id, now() FROM f
 )
 SELECT count(*) FROM f`
 
-// wideClaimExecs appends the claim's execution to the row's executions.
+// wideClaimExecs sets the claim's execution as the row's last (the jobs
+// have none before it).
 const wideClaimExecs = `,
-	    execs = j.execs || jsonb_build_array(jsonb_build_object(
-	        'id', gen_random_uuid(), 'attempt', j.attempt + 1, 'owner', 'bench', 'status', 'LEASED',
-	        'lease_expires_at', now() + interval '1 minute', 'heartbeat_at', now(), 'claimed_at', now()))`
+	    exec_id = gen_random_uuid(), exec_attempt = j.attempt + 1, exec_owner = 'bench', exec_status = 'LEASED',
+	    exec_lease_expires_at = now() + interval '1 minute', exec_heartbeat_at = now(), exec_claimed_at = now()`
 
 // wideCommitExecs marks the row's last execution done and committed.
 const wideCommitExecs = `,
-	    committed = (j.execs -> -1 ->> 'id')::uuid,
-	    execs = jsonb_set(j.execs, '{-1,status}', '"DONE"')`
+	    committed = j.exec_id, exec_status = 'DONE', exec_finished_at = now()`

@@ -2,9 +2,9 @@
 -- jobs with only the columns the claim, the heartbeat, the commit and a
 -- retry read or change (instants at microseconds, but for the claim
 -- order's), the claim, wake, stale-lease and finished indexes, and the
--- single commit checked over the executions. The payload, the keys, the
--- owner, the policy and the listing indexes would be on a row written at
--- creation, which the hot path never touches.
+-- single commit checked over the last execution and those before it. The
+-- payload, the keys, the owner, the policy and the listing indexes would
+-- be on a row written at creation, which the hot path never touches.
 DROP TABLE jobs;
 CREATE TABLE jobs (
     id               uuid        PRIMARY KEY,
@@ -33,9 +33,18 @@ CREATE TABLE jobs (
     due_at           timestamptz NOT NULL,
     due_ns           smallint    NOT NULL DEFAULT 0,
     concurrency_key  text        NOT NULL DEFAULT '',
-    execs            jsonb       NOT NULL DEFAULT '[]',
+    exec_id          uuid,
+    exec_attempt     bigint      NOT NULL DEFAULT 0,
+    exec_owner       text        NOT NULL DEFAULT '',
+    exec_status      text        NOT NULL DEFAULT '',
+    exec_lease_expires_at timestamptz NOT NULL DEFAULT '-infinity',
+    exec_heartbeat_at timestamptz NOT NULL DEFAULT '-infinity',
+    exec_claimed_at  timestamptz NOT NULL DEFAULT '-infinity',
+    exec_finished_at timestamptz NOT NULL DEFAULT '-infinity',
+    earlier_execs    jsonb       NOT NULL DEFAULT '[]',
     CONSTRAINT jobs_one_commit CHECK (
-        jsonb_array_length(jsonb_path_query_array(execs, '$[*] ? (@.status == "COMMITTED" || @.status == "DONE")')) <= 1)
+        (exec_status IN ('COMMITTED', 'DONE'))::int
+        + jsonb_array_length(jsonb_path_query_array(earlier_execs, '$[*] ? (@.status == "COMMITTED" || @.status == "DONE")')) <= 1)
 );
 CREATE INDEX jobs_claim ON jobs (machine, priority DESC, due_at, due_ns, created_at, created_ns, id)
     WHERE kind = 'ready' AND concurrency_key = '';

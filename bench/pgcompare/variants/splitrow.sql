@@ -1,8 +1,8 @@
 -- The row split in two for the floor section
 -- (-floor-variant "splitrow=$(cat variants/splitrow.sql)"): jobs keeps
 -- what the claim, the heartbeat and the commit read or change, with every
--- instant at nanoseconds (two columns) as pgstore stores it, the
--- executions as JSON under the single commit's CHECK, and the indexes the
+-- instant at nanoseconds (two columns) as pgstore stores it, the last
+-- execution in columns and the single commit's CHECK, and the indexes the
 -- hot path and the listings by state and by update time need; the
 -- payload, the policy, the keys, the owner, the deadline and the sweep's
 -- counters go to a row written at creation (job_specs, not touched by the
@@ -40,9 +40,18 @@ CREATE TABLE jobs (
     due_at           timestamptz NOT NULL,
     due_ns           smallint    NOT NULL DEFAULT 0,
     concurrency_key  text        NOT NULL DEFAULT '',
-    execs            jsonb       NOT NULL DEFAULT '[]',
+    exec_id          uuid,
+    exec_attempt     bigint      NOT NULL DEFAULT 0,
+    exec_owner       text        NOT NULL DEFAULT '',
+    exec_status      text        NOT NULL DEFAULT '',
+    exec_lease_expires_at timestamptz NOT NULL DEFAULT '-infinity',
+    exec_heartbeat_at timestamptz NOT NULL DEFAULT '-infinity',
+    exec_claimed_at  timestamptz NOT NULL DEFAULT '-infinity',
+    exec_finished_at timestamptz NOT NULL DEFAULT '-infinity',
+    earlier_execs    jsonb       NOT NULL DEFAULT '[]',
     CONSTRAINT jobs_one_commit CHECK (
-        jsonb_array_length(jsonb_path_query_array(execs, '$[*] ? (@.status == "COMMITTED" || @.status == "DONE")')) <= 1)
+        (exec_status IN ('COMMITTED', 'DONE'))::int
+        + jsonb_array_length(jsonb_path_query_array(earlier_execs, '$[*] ? (@.status == "COMMITTED" || @.status == "DONE")')) <= 1)
 );
 CREATE INDEX jobs_claim ON jobs (machine, priority DESC, due_at, due_ns, created_at, created_ns, id)
     WHERE kind = 'ready' AND concurrency_key = '';
