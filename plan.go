@@ -183,3 +183,106 @@ func (c *claiming) planned(p *ClaimPlan, jobs []Job) {
 		}
 	}
 }
+
+// CommitPlan is a commit and finish of one execution in one write
+// (Engine.Succeed) written as data, for a store able to apply it without
+// reading the job and calling the function first.
+//
+// A job is covered when its State is the From of one of Moves, its
+// Committed is the nil id, its Leases is 1, and its execution ExecID has
+// Attempt Token, a live status (IN_PROGRESS only, when RequireStart is
+// set; LEASED or IN_PROGRESS otherwise) and a LeaseExpiresAt after Now.
+//
+// Applying the plan to a covered job writes, as Update applies a Write:
+//   - the job with State, Kind and Outcome those of the move's To (a
+//     terminal state), Version one more, UpdatedAt and CompletedAt Now,
+//     Committed ExecID, Result the plan's, LastError empty, ErrorClass
+//     ClassNone, Leases 0, LeaseExpiresAt, HeartbeatAt, SweepRetryAt and
+//     WakeAt zero, SweepFailures 0; every other field as it was;
+//   - the execution ExecID DONE, FinishedAt Now, StartedAt Now if it
+//     was zero;
+//   - the transition of the job's new Version from From to To by
+//     EventSucceed, Actor Actor, ExecID the execution's, At Now.
+type CommitPlan struct {
+	// ExecID and Token are the lease's execution and fencing token.
+	ExecID uuid.UUID
+	Token  int
+	// Actor is the lease's owner, the transition's actor.
+	Actor string
+	// Now is the commit's time.
+	Now time.Time
+	// Result is the job's result as committed.
+	Result []byte
+	// Moves are the succeed rules the plan covers.
+	Moves []FinishMove
+	// RequireStart is the machine's Policy.RequireStart.
+	RequireStart bool
+}
+
+// FinishMove is a succeed rule a commit plan covers: a job in From, an
+// active state, moves to To, a terminal state with the outcome Outcome.
+type FinishMove struct {
+	From, To State
+	Outcome  Outcome
+}
+
+// Covers reports whether the plan covers cur (see CommitPlan), the move
+// it makes and the execution it commits.
+func (p *CommitPlan) Covers(cur *Snapshot) (FinishMove, *Execution, bool) {
+	j := &cur.Job
+	i := slices.IndexFunc(p.Moves, func(m FinishMove) bool { return m.From == j.State })
+	if i < 0 || j.Committed != uuid.Nil || j.Leases != 1 {
+		return FinishMove{}, nil, false
+	}
+	x := findExec(cur.Executions, p.ExecID)
+	if x == nil || x.Attempt != p.Token || !p.Now.Before(x.LeaseExpiresAt) {
+		return FinishMove{}, nil, false
+	}
+	if x.Status != ExecInProgress && (p.RequireStart || x.Status != ExecLeased) {
+		return FinishMove{}, nil, false
+	}
+	return p.Moves[i], x, true
+}
+
+// Apply returns the write the plan makes of cur, which it covers with
+// the move m and the execution x.
+func (p *CommitPlan) Apply(cur Snapshot, m FinishMove, x Execution) Write {
+	j := cur.Job
+	j.State, j.Kind, j.Outcome = m.To, KindTerminal, m.Outcome
+	j.Version++
+	j.UpdatedAt, j.CompletedAt = p.Now, p.Now
+	j.Committed, j.Result = x.ID, p.Result
+	j.LastError, j.ErrorClass = "", ClassNone
+	j.Leases, j.LeaseExpiresAt, j.HeartbeatAt = 0, time.Time{}, time.Time{}
+	j.SweepFailures, j.SweepRetryAt, j.WakeAt = 0, time.Time{}, time.Time{}
+	x.Status, x.FinishedAt = ExecDone, p.Now
+	if x.StartedAt.IsZero() {
+		x.StartedAt = p.Now
+	}
+	rec := Transition{
+		JobID: j.ID, Version: j.Version, From: m.From, Event: EventSucceed, To: m.To,
+		Actor: p.Actor, ExecID: x.ID, At: p.Now,
+	}
+	return Write{Job: j, Transitions: []Transition{rec}, Executions: []Execution{x}}
+}
+
+// finishMoves returns the succeed rules of d a commit plan can cover:
+// from each active state whose succeed rule (the first in table order)
+// has no guard and no effect and leads to a terminal state.
+func (d *Definition) finishMoves() []FinishMove {
+	var out []FinishMove
+	for i := range d.states {
+		st := &d.states[i]
+		if st.spec.Kind != KindActive {
+			continue
+		}
+		k := slices.IndexFunc(st.out, func(e edge) bool { return e.event == EventSucceed })
+		if k < 0 || st.out[k].guard != nil || d.rules[st.out[k].rule].Effect != nil {
+			continue
+		}
+		if to := &d.states[st.out[k].to].spec; to.Kind == KindTerminal {
+			out = append(out, FinishMove{From: st.spec.Name, To: to.Name, Outcome: to.Outcome})
+		}
+	}
+	return out
+}

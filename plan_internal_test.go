@@ -132,3 +132,77 @@ func abs(n int64) int64 {
 	}
 	return n
 }
+
+// FuzzCommitPlan: for every job a commit plan covers, the plan's write is
+// the engine's Succeed of it; a job it does not cover is one Succeed
+// refuses, or one whose commit the plan leaves to the function (a rival
+// execution still live).
+func FuzzCommitPlan(f *testing.F) {
+	f.Add(uint8(0), uint8(0), true, int64(30), false, false, false, []byte("r"), uint8(0))
+	f.Add(uint8(1), uint8(1), true, int64(-3), false, true, true, []byte(nil), uint8(1))
+	f.Add(uint8(0), uint8(2), false, int64(5), true, false, false, []byte("x"), uint8(2))
+	start := time.Date(2026, 11, 28, 2, 10, 0, 987654321, time.UTC)
+	f.Fuzz(func(t *testing.T, state, status uint8, tokenOK bool, leaseSec int64, rival, started, requireStart bool, result []byte, sweeps uint8) {
+		spec := planSpec()
+		spec.Policy.RequireStart = requireStart
+		def, err := NewDefinition(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := start
+		states := []State{"ra", "rb", "a"}
+		statuses := []ExecStatus{ExecLeased, ExecInProgress, ExecCommitted, ExecDone, ExecAborted}
+		job := Job{
+			ID: uuid.New(), Machine: "p", State: states[int(state)%len(states)], Version: 4, Attempt: 2,
+			CreatedAt: now.Add(-time.Hour), UpdatedAt: now.Add(-time.Minute), StartedAt: now.Add(-time.Minute),
+			LastError: "earlier", ErrorClass: ClassRetryable, SweepFailures: int(sweeps % 3),
+		}
+		job.Kind = def.states[def.stateIndex(job.State)].spec.Kind
+		x := Execution{ID: uuid.New(), JobID: job.ID, Attempt: 2, Owner: "w", Status: statuses[int(status)%len(statuses)],
+			LeaseExpiresAt: now.Add(time.Duration(leaseSec%600) * time.Second), HeartbeatAt: now.Add(-time.Second), ClaimedAt: now.Add(-time.Minute)}
+		if started {
+			x.StartedAt = now.Add(-30 * time.Second)
+		}
+		execs := []Execution{{ID: uuid.New(), JobID: job.ID, Attempt: 1, Status: ExecAborted, FinishedAt: now.Add(-time.Hour)}, x}
+		if rival {
+			execs = append(execs, Execution{ID: uuid.New(), JobID: job.ID, Attempt: 3, Owner: "v", Status: ExecLeased,
+				LeaseExpiresAt: now.Add(time.Minute), HeartbeatAt: now, ClaimedAt: now})
+		}
+		def.settle(&job, execs, nil)
+		token := 2
+		if !tokenOK {
+			token = 3
+		}
+		lease := Lease{JobID: job.ID, ExecID: x.ID, Token: token, Owner: "w", ExpiresAt: x.LeaseExpiresAt}
+		cur := Snapshot{Job: job, Executions: execs}
+
+		// The engine's Succeed, as its function decides.
+		var p plan
+		want, err := func() (Write, error) {
+			c := Snapshot{Job: cur.Job, Executions: cur.Executions}
+			y, err := checkCommit(def, &c, lease, now)
+			if err != nil {
+				return Write{}, err
+			}
+			c.Job.Result = result
+			return finish(context.Background(), def, &c, y, lease.Owner, "", now, &p)
+		}()
+
+		cp := CommitPlan{ExecID: lease.ExecID, Token: lease.Token, Actor: lease.Owner, Now: now, Result: result,
+			Moves: def.finishMoves(), RequireStart: requireStart}
+		m, px, covered := cp.Covers(&cur)
+		if !covered {
+			if err == nil && !rival {
+				t.Fatalf("Succeed commits %+v %+v, which the plan does not cover", job, x)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("the plan covers %+v %+v, which Succeed refuses: %v", job, x, err)
+		}
+		got := cp.Apply(cur, m, *px)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("plan wrote\n%+v\nSucceed\n%+v", got, want)
+		}
+	})
+}
