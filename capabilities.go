@@ -239,3 +239,22 @@ type ClaimPlanner interface {
 	// AppliesClaimPlans reports whether the store applies claim plans.
 	AppliesClaimPlans() bool
 }
+
+// CommitPlanner is an optional Store capability: applying a commit plan
+// (see CommitPlan) instead of calling the function of Engine.Succeed.
+// The engine hands Succeed to UpdatePlanned only when AppliesCommitPlans
+// reports true; a wrapper store reports its inner store's answer.
+type CommitPlanner interface {
+	// AppliesCommitPlans reports whether the store applies commit plans.
+	AppliesCommitPlans() bool
+	// UpdatePlanned is Update with a plan. When the job's current
+	// version is covered by p (CommitPlan.Covers), the store applies the
+	// plan's write instead of calling fn, then runs effect, when it is
+	// not nil, on the job as written, in the write's transaction where
+	// the store has one (as the engine runs an effect, through the
+	// context); an error from effect undoes the write and is returned.
+	// It returns the job as written and the transitions the plan wrote.
+	// Otherwise it calls fn as Update does and returns the job and nil
+	// transitions. Errors as Update's.
+	UpdatePlanned(ctx context.Context, id uuid.UUID, p *CommitPlan, effect EffectFunc, fn UpdateFunc) (Job, []Transition, error)
+}

@@ -119,7 +119,7 @@ func (e *Engine) Finish(ctx context.Context, lease Lease) (Job, error) {
 // with Finish, or let the sweep finalize it when the lease lapses.
 func (e *Engine) Succeed(ctx context.Context, lease Lease, in CommitInput) (Job, error) {
 	in.Result = clone(in.Result)
-	return e.update(ctx, lease.JobID, nil, func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error) {
+	fn := func(ctx context.Context, def *Definition, cur Snapshot, now time.Time, p *plan) (Write, error) {
 		x, err := checkCommit(def, &cur, lease, now)
 		if err != nil {
 			return Write{}, err
@@ -137,7 +137,11 @@ func (e *Engine) Succeed(ctx context.Context, lease Lease, in CommitInput) (Job,
 		}
 		p.own = in.Effect
 		return w, nil
-	})
+	}
+	if job, ok, err := e.succeedPlanned(ctx, lease, in, fn); ok {
+		return job, err
+	}
+	return e.update(ctx, lease.JobID, nil, fn)
 }
 
 // finish writes x as DONE and fires the succeed rule; every other live

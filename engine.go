@@ -27,7 +27,10 @@ type Engine struct {
 	machines  map[string]*Definition
 	observers []Observer
 	newID     func() (uuid.UUID, error)
-	random    func() float64
+	// finishMoves are the succeed rules of every machine a commit plan
+	// covers.
+	finishMoves []FinishMove
+	random      func() float64
 	// names lists the machines' names, sorted: the sweep asks the store
 	// for their jobs only.
 	names []string
@@ -57,6 +60,7 @@ func WithMachines(defs ...*Definition) Option {
 				return fmt.Errorf("%w: machine %q registered twice", ErrInvalidArgument, d.name)
 			}
 			e.machines[d.name] = d
+			e.finishMoves = append(e.finishMoves, d.finishMoves()...)
 		}
 		return nil
 	}

@@ -1,6 +1,7 @@
 package jobstate
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -188,10 +189,11 @@ func (c *claiming) planned(p *ClaimPlan, jobs []Job) {
 // (Engine.Succeed) written as data, for a store able to apply it without
 // reading the job and calling the function first.
 //
-// A job is covered when its State is the From of one of Moves, its
-// Committed is the nil id, its Leases is 1, and its execution ExecID has
-// Attempt Token, a live status (IN_PROGRESS only, when RequireStart is
-// set; LEASED or IN_PROGRESS otherwise) and a LeaseExpiresAt after Now.
+// A job is covered when its Machine and State are those of one of Moves,
+// its Committed is the nil id, its Leases is 1, and its execution ExecID
+// has Attempt Token, a live status (IN_PROGRESS only, when the move's
+// RequireStart is set; LEASED or IN_PROGRESS otherwise) and a
+// LeaseExpiresAt after Now.
 //
 // Applying the plan to a covered job writes, as Update applies a Write:
 //   - the job with State, Kind and Outcome those of the move's To (a
@@ -213,24 +215,25 @@ type CommitPlan struct {
 	Now time.Time
 	// Result is the job's result as committed.
 	Result []byte
-	// Moves are the succeed rules the plan covers.
+	// Moves are the succeed rules the plan covers, of every machine.
 	Moves []FinishMove
-	// RequireStart is the machine's Policy.RequireStart.
-	RequireStart bool
 }
 
-// FinishMove is a succeed rule a commit plan covers: a job in From, an
-// active state, moves to To, a terminal state with the outcome Outcome.
+// FinishMove is a succeed rule a commit plan covers: a job of Machine in
+// From, an active state, moves to To, a terminal state with the outcome
+// Outcome. RequireStart is the machine's Policy.RequireStart.
 type FinishMove struct {
-	From, To State
-	Outcome  Outcome
+	Machine      string
+	From, To     State
+	Outcome      Outcome
+	RequireStart bool
 }
 
 // Covers reports whether the plan covers cur (see CommitPlan), the move
 // it makes and the execution it commits.
 func (p *CommitPlan) Covers(cur *Snapshot) (FinishMove, *Execution, bool) {
 	j := &cur.Job
-	i := slices.IndexFunc(p.Moves, func(m FinishMove) bool { return m.From == j.State })
+	i := slices.IndexFunc(p.Moves, func(m FinishMove) bool { return m.Machine == j.Machine && m.From == j.State })
 	if i < 0 || j.Committed != uuid.Nil || j.Leases != 1 {
 		return FinishMove{}, nil, false
 	}
@@ -238,7 +241,7 @@ func (p *CommitPlan) Covers(cur *Snapshot) (FinishMove, *Execution, bool) {
 	if x == nil || x.Attempt != p.Token || !p.Now.Before(x.LeaseExpiresAt) {
 		return FinishMove{}, nil, false
 	}
-	if x.Status != ExecInProgress && (p.RequireStart || x.Status != ExecLeased) {
+	if x.Status != ExecInProgress && (p.Moves[i].RequireStart || x.Status != ExecLeased) {
 		return FinishMove{}, nil, false
 	}
 	return p.Moves[i], x, true
@@ -281,8 +284,41 @@ func (d *Definition) finishMoves() []FinishMove {
 			continue
 		}
 		if to := &d.states[st.out[k].to].spec; to.Kind == KindTerminal {
-			out = append(out, FinishMove{From: st.spec.Name, To: to.Name, Outcome: to.Outcome})
+			out = append(out, FinishMove{Machine: d.name, From: st.spec.Name, To: to.Name, Outcome: to.Outcome, RequireStart: d.policy.RequireStart})
 		}
 	}
 	return out
+}
+
+// succeedPlanned is Succeed through a CommitPlanner store that applies
+// plans: the plan, and the function Succeed would run otherwise, go to
+// UpdatePlanned. ok is false when the store does not take plans, or the
+// engine expires jobs lazily (a plan would not expire an overdue job
+// first), or no machine has a succeed rule a plan covers.
+func (e *Engine) succeedPlanned(ctx context.Context, lease Lease, in CommitInput, fn opFunc) (job Job, ok bool, err error) {
+	if err := e.ready(); err != nil {
+		return Job{}, true, err
+	}
+	cp, isPlanner := e.store.(CommitPlanner)
+	if !isPlanner || e.lazy || len(e.finishMoves) == 0 || !cp.AppliesCommitPlans() {
+		return Job{}, false, nil
+	}
+	now, err := e.now()
+	if err != nil {
+		return Job{}, true, err
+	}
+	p := &CommitPlan{ExecID: lease.ExecID, Token: lease.Token, Actor: lease.Owner, Now: now, Result: in.Result, Moves: e.finishMoves}
+	u := &updating{e: e, fn: fn}
+	job, recs, err := cp.UpdatePlanned(ctx, lease.JobID, p, in.Effect, u.decide)
+	if err != nil {
+		return Job{}, true, err
+	}
+	if recs == nil {
+		recs = u.recs
+	}
+	e.notify(ctx, job, recs)
+	if u.incomplete != nil {
+		return job, true, u.incomplete
+	}
+	return job, true, nil
 }

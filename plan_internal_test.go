@@ -189,7 +189,7 @@ func FuzzCommitPlan(f *testing.F) {
 		}()
 
 		cp := CommitPlan{ExecID: lease.ExecID, Token: lease.Token, Actor: lease.Owner, Now: now, Result: result,
-			Moves: def.finishMoves(), RequireStart: requireStart}
+			Moves: def.finishMoves()}
 		m, px, covered := cp.Covers(&cur)
 		if !covered {
 			if err == nil && !rival {
