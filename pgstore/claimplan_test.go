@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/internal/machines"
@@ -179,4 +181,139 @@ func compareSides(t *testing.T, round int, a, b *jobstate.Engine, ids []uuid.UUI
 			t.Fatalf("round %d: job %s history\nwith plans %+v\nwithout    %+v", round, id, ha, hb)
 		}
 	}
+}
+
+// noCommitPlans is a store with group commit that applies neither claim
+// nor commit plans.
+type noCommitPlans struct{ *pgstore.Store }
+
+func (noCommitPlans) AppliesClaimPlans() bool  { return false }
+func (noCommitPlans) AppliesCommitPlans() bool { return false }
+
+// TestCommitPlanAsTheFunction: with group commit, successes made
+// concurrently (so that they share groups), some after a start, some of
+// leases that lapsed, with an effect that writes a row in the group's
+// transaction and fails for some jobs, leave the same jobs, executions,
+// history, effect rows and answers on a store that applies commit plans
+// as on one that calls Succeed's function; a failing effect undoes its
+// job's commit and nothing else.
+func TestCommitPlanAsTheFunction(t *testing.T) {
+	ctx := context.Background()
+	def, err := jobstate.NewDefinition(planMachine())
+	must(t, err)
+	start := time.Date(2026, 11, 28, 2, 20, 0, 7, time.UTC)
+	pool := pgtest.Pool(t)
+	type side struct {
+		eng   *jobstate.Engine
+		clock *jobstate.ManualClock
+		table string
+	}
+	open := func(store *pgstore.Store, plans bool) *side {
+		clock := jobstate.NewManualClock(start)
+		var st jobstate.Store = store
+		if !plans {
+			st = noCommitPlans{store}
+		}
+		eng, err := jobstate.New(st, jobstate.WithMachines(def), jobstate.WithClock(clock), jobstate.WithIDs(counter()))
+		must(t, err)
+		table := store.Schema() + ".effect_rows"
+		_, err = pool.Exec(ctx, "CREATE TABLE "+table+" (job_id uuid, version bigint, state text)")
+		must(t, err)
+		return &side{eng: eng, clock: clock, table: table}
+	}
+	planned := open(pgtest.StoreWith(t, pgstore.Options{GroupCommit: 16}), true)
+	plain := open(pgtest.StoreWith(t, pgstore.Options{GroupCommit: 16}), false)
+	rnd := rand.New(rand.NewPCG(3, 20))
+	var ids []uuid.UUID
+	for _, s := range []*side{planned, plain} {
+		jobs := make([]jobstate.NewJob, 60)
+		for i := range jobs {
+			jobs[i] = jobstate.NewJob{Machine: "plan"}
+		}
+		created, err := s.eng.CreateMany(ctx, jobs)
+		must(t, err)
+		ids = ids[:0]
+		for _, c := range created {
+			ids = append(ids, c.Job.ID)
+		}
+	}
+	fails := map[uuid.UUID]bool{}
+	for _, id := range ids {
+		fails[id] = rnd.IntN(6) == 0
+	}
+	for round := range 8 {
+		n := 4 + rnd.IntN(8)
+		startSome, lapse := rnd.IntN(2) == 0, rnd.IntN(4) == 0
+		answers := [2]map[uuid.UUID]string{{}, {}}
+		for k, s := range []*side{planned, plain} {
+			claimed, err := s.eng.ClaimMany(ctx, jobstate.ClaimRequest{Machine: "plan", Worker: "w"}, n)
+			if errors.Is(err, jobstate.ErrNoJob) {
+				continue
+			}
+			must(t, err)
+			if startSome {
+				for _, c := range claimed[:len(claimed)/2] {
+					_, err := s.eng.Start(ctx, c.Lease)
+					must(t, err)
+				}
+			}
+			if lapse {
+				s.clock.Advance(2 * time.Minute)
+			}
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			for _, c := range claimed {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					j, err := s.eng.Succeed(ctx, c.Lease, jobstate.CommitInput{Result: []byte("ok"), Effect: func(ctx context.Context, j jobstate.Job) error {
+						tx, ok := pgstore.Tx(ctx)
+						if !ok {
+							return errors.New("no transaction in the effect's context")
+						}
+						if _, err := tx.Exec(ctx, "INSERT INTO "+s.table+" VALUES ($1, $2, $3)", j.ID, j.Version, string(j.State)); err != nil {
+							return err
+						}
+						if fails[j.ID] {
+							return errors.New("effect refused")
+						}
+						return nil
+					}})
+					mu.Lock()
+					answers[k][c.Job.ID] = fmt.Sprintf("%v %v %v", j.State, j.Version, kindOf(err))
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			_, err = s.eng.Sweep(ctx)
+			must(t, err)
+		}
+		if !reflect.DeepEqual(answers[0], answers[1]) {
+			t.Fatalf("round %d answers\nwith plans %v\nwithout    %v", round, answers[0], answers[1])
+		}
+		compareSides(t, round, planned.eng, plain.eng, ids)
+		var rows [2][]string
+		for k, s := range []*side{planned, plain} {
+			r, err := pool.Query(ctx, "SELECT job_id::text || ' ' || version || ' ' || state FROM "+s.table+" ORDER BY 1")
+			must(t, err)
+			rows[k], err = pgx.CollectRows(r, pgx.RowTo[string])
+			must(t, err)
+		}
+		if !reflect.DeepEqual(rows[0], rows[1]) {
+			t.Fatalf("round %d effect rows\nwith plans %v\nwithout    %v", round, rows[0], rows[1])
+		}
+	}
+}
+
+// kindOf names what err says, without the ids it names.
+func kindOf(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, jobstate.ErrLeaseLost):
+		return "lease lost"
+	case errors.Is(err, jobstate.ErrAlreadyCommitted):
+		return "already committed"
+	}
+	return err.Error()
 }

@@ -69,7 +69,9 @@ type grouper struct {
 	wg      sync.WaitGroup
 }
 
-// member is one Update waiting for, or in, a group.
+// member is one Update waiting for, or in, a group. A member with a
+// commit plan (UpdatePlanned) has plan, and effect to run on its job as
+// the plan writes it.
 type member struct {
 	ctx    context.Context
 	id     uuid.UUID
@@ -77,15 +79,20 @@ type member struct {
 	turn   chan turn
 	ret    chan fnReturn
 	res    chan result
+	plan   *jobstate.CommitPlan
+	effect jobstate.EffectFunc
 }
 
-// turn tells a member's caller what to do: run alone, fail at once, or run
-// its function on snap with the context fctx.
+// turn tells a member's caller what to do: run alone, fail at once, run
+// its function on snap with the context fctx, or run its effect on
+// planned, its job as its plan wrote it, with fctx and its savepoints sp.
 type turn struct {
-	alone bool
-	err   error
-	snap  *jobstate.Snapshot
-	fctx  context.Context
+	alone   bool
+	err     error
+	snap    *jobstate.Snapshot
+	fctx    context.Context
+	planned *jobstate.Job
+	sp      jobstate.Savepointer
 }
 
 // fnReturn is what the member's function returned.
@@ -94,10 +101,12 @@ type fnReturn struct {
 	err error
 }
 
-// result is a member's outcome.
+// result is a member's outcome: with its plan applied, the transitions
+// the plan wrote.
 type result struct {
-	job jobstate.Job
-	err error
+	job  jobstate.Job
+	recs []jobstate.Transition
+	err  error
 }
 
 func newGrouper(s *Store, max, maxGroups int) *grouper {
@@ -140,6 +149,79 @@ func (g *grouper) update(ctx context.Context, id uuid.UUID, fn jobstate.UpdateFu
 	if t.alone {
 		return g.s.updateAlone(ctx, id, fn)
 	}
+	return g.runTurn(m, t, fn)
+}
+
+// updatePlanned is Store.UpdatePlanned through a group: the group applies
+// the plan, and hands the member a turn to run its effect on the job as
+// written; if the plan does not cover the job, or an effect of the
+// group's planned members fails, the member takes a turn as an Update's,
+// with fn.
+func (g *grouper) updatePlanned(ctx context.Context, id uuid.UUID, p *jobstate.CommitPlan, effect jobstate.EffectFunc, fn jobstate.UpdateFunc) (jobstate.Job, []jobstate.Transition, error) {
+	m := &member{ctx: ctx, id: id, queued: time.Now(), turn: make(chan turn, 1), ret: make(chan fnReturn, 1), res: make(chan result, 1),
+		plan: p, effect: effect}
+	g.mu.Lock()
+	if g.done {
+		g.mu.Unlock()
+		j, err := g.s.updateAlone(ctx, id, fn)
+		return j, nil, err
+	}
+	g.q = append(g.q, m)
+	g.kick()
+	g.mu.Unlock()
+	for {
+		select {
+		case r := <-m.res:
+			return r.job, r.recs, r.err
+		case t := <-m.turn:
+			switch {
+			case t.alone:
+				j, err := g.s.updateAlone(ctx, id, fn)
+				return j, nil, err
+			case t.planned != nil:
+				sent := false
+				func() {
+					defer func() {
+						if !sent {
+							// The effect panicked: the group undoes its
+							// plans; the panic goes on in the caller.
+							m.ret <- fnReturn{err: errors.New("pgstore: commit effect panicked")}
+						}
+					}()
+					err := runPlannedEffect(t, effect)
+					sent = true
+					m.ret <- fnReturn{err: err}
+				}()
+			default:
+				j, err := g.runTurn(m, t, fn)
+				return j, nil, err
+			}
+		}
+	}
+}
+
+// runPlannedEffect runs effect on the job t.planned in a savepoint of
+// t.sp, as the engine runs an effect: a failure undoes what it wrote.
+func runPlannedEffect(t turn, effect jobstate.EffectFunc) error {
+	if effect == nil {
+		return nil
+	}
+	end, err := t.sp.Savepoint(t.fctx)
+	if err != nil {
+		return err
+	}
+	if err := effect(t.fctx, *t.planned); err != nil {
+		if rerr := end(false); rerr != nil {
+			return rerr
+		}
+		return err
+	}
+	return end(true)
+}
+
+// runTurn runs member m's function fn in its turn t and waits for the
+// group's answer.
+func (g *grouper) runTurn(m *member, t turn, fn jobstate.UpdateFunc) (jobstate.Job, error) {
 	// Whatever happens, the job stays locked by the group until it ends:
 	// the caller waits for that, so that what it does next finds the
 	// job unlocked, as after an Update of its own.

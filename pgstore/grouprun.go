@@ -43,6 +43,9 @@ type group struct {
 	broken   error
 	brokenAt phase
 	dirty    bool // a nested store call ran: reread the snapshots
+	// planned are the members done by their plans (groupplan.go),
+	// answered after the COMMIT.
+	planned []plannedDone
 }
 
 // fastWrite is a member's write in many.
@@ -89,6 +92,23 @@ func (g *grouper) runGroup(ms []*member) {
 		alone(ms)
 		return
 	}
+	ms, done, err := s.runPlanned(tx, ms)
+	if err != nil {
+		rollback(tx)
+		alone(ms)
+		return
+	}
+	// failPlanned answers the members done by their plans, whose writes
+	// the rollback of the group's transaction undid.
+	failPlanned := func(err error) {
+		for _, d := range done {
+			d.m.res <- result{err: wrapErr(d.m.ctx, "update", err, inTransaction)}
+		}
+	}
+	if len(ms) == 0 {
+		(&group{g: g, s: s, tx: tx, planned: done}).finish()
+		return
+	}
 	ids := make([]uuid.UUID, len(ms))
 	for i, m := range ms {
 		ids[i] = m.id
@@ -97,9 +117,10 @@ func (g *grouper) runGroup(ms []*member) {
 	if err != nil {
 		rollback(tx)
 		alone(ms)
+		failPlanned(err)
 		return
 	}
-	grp := &group{g: g, s: s, tx: tx, members: make([]*member, 0, len(ms)), snaps: make([]jobstate.Snapshot, 0, len(ms))}
+	grp := &group{g: g, s: s, tx: tx, members: make([]*member, 0, len(ms)), snaps: make([]jobstate.Snapshot, 0, len(ms)), planned: done}
 	var skipped []*member
 	for _, m := range ms {
 		if snap, ok := snaps[m.id]; ok {
@@ -112,12 +133,17 @@ func (g *grouper) runGroup(ms []*member) {
 	alone(skipped)
 	n := len(grp.members)
 	if n == 0 {
-		rollback(tx)
+		if len(done) > 0 {
+			grp.finish()
+		} else {
+			rollback(tx)
+		}
 		return
 	}
 	if err := s.lockGroupKeys(tx, grp.snaps); err != nil {
 		rollback(tx)
 		alone(grp.members)
+		failPlanned(err)
 		return
 	}
 	grp.out = make([]jobstate.Job, n)
@@ -509,6 +535,13 @@ func (grp *group) finish() {
 			m.res <- result{err: grp.errFor(m)}
 		default:
 			m.res <- result{job: grp.out[i]}
+		}
+	}
+	for _, d := range grp.planned {
+		if err != nil {
+			d.m.res <- result{err: grp.errFor(d.m)}
+		} else {
+			d.m.res <- result{job: d.job, recs: d.recs}
 		}
 	}
 }

@@ -61,8 +61,9 @@ func (u *updates) counts() (hot, full int) {
 
 // TestHotUpdatesForClaimsAndCommits: a batch claim of jobs never claimed
 // is written by its claim statement (the engine's plan, claim_planned),
-// with neither update of many jobs; a group of commits is sent as
-// update_many_hot; a group holding a retry (which changes the retry
+// and a group of commits by the statement of their plans
+// (commit_planned), with neither update of many jobs; a group of starts
+// is sent as update_many_hot; a group holding a retry (which changes the retry
 // count, the last error and the not-before instant, columns
 // update_many_hot leaves alone) as update_many. Every job reads back as
 // the engine returned it.
@@ -121,11 +122,16 @@ func TestHotUpdatesForClaimsAndCommits(t *testing.T) {
 		require.Equal(t, c.Job, read)
 	}
 	ends(claimed, func(c jobstate.Claimed) (jobstate.Job, error) {
+		return eng.Start(ctx, c.Lease)
+	})
+	hot, full = u.counts()
+	require.True(t, hot >= 1, "groups of starts sent as update_many_hot: %d", hot)
+	require.Equal(t, 0, full, "groups of starts sent as update_many")
+	ends(claimed, func(c jobstate.Claimed) (jobstate.Job, error) {
 		return eng.Succeed(ctx, c.Lease, jobstate.CommitInput{Result: []byte(`"ok"`)})
 	})
 	hot, full = u.counts()
-	require.True(t, hot >= 1, "commit groups sent as update_many_hot: %d", hot)
-	require.Equal(t, 0, full, "commit groups sent as update_many")
+	require.Equal(t, 0, hot+full, "commit groups written by their plans sent updates of many jobs")
 
 	claimed, err = eng.ClaimMany(ctx, jobstate.ClaimRequest{Machine: "work", Worker: "w"}, 4)
 	require.NoError(t, err)

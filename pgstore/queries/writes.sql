@@ -263,3 +263,57 @@ t AS (DELETE FROM {schema}.transitions x USING d WHERE x.job_id = d.id),
 f AS (DELETE FROM {schema}.effects x USING d WHERE x.job_id = d.id),
 k AS (DELETE FROM {schema}.idempotency_keys x USING d WHERE x.job_id = d.id)
 SELECT count(*) FROM d
+
+-- A commit group's planned members (jobstate.CommitPlan, one per
+-- member: @ords its place in the group, the job @ids, the lease's
+-- execution @exec_ids and token @tokens, its owner @actors, the result
+-- @results and the time @now_at, @now_ns; the moves of its plan, led by
+-- the member's place, in @m_ords to @m_require_starts): each job the
+-- plan covers whose execution is its last, finished as CommitPlan writes
+-- it, with its history row. A job another transaction holds is passed
+-- over (left to the member's function), never waited for. The plan's
+-- conditions on the job are in
+-- EXISTS, not beside the join by id, so that the planner does not walk
+-- the stale-lease or listing indexes they could match for each member.
+-- The rows come out in the members' order, as written, with the state
+-- each left.
+
+-- name: commit_planned
+WITH d AS (
+  SELECT * FROM unnest(@ords::int8[], @ids::uuid[], @exec_ids::uuid[], @tokens::int8[], @actors::text[],
+                       @results::bytea[], @now_at::timestamptz[], @now_ns::int2[])
+    AS d (ord, id, exec_id, token, actor, result, now_at, now_ns)
+),
+m AS (
+  SELECT * FROM unnest(@m_ords::int8[], @m_machines::text[], @m_froms::text[], @m_tos::text[],
+                       @m_outcomes::text[], @m_require_starts::bool[])
+    AS m (ord, machine, from_state, to_state, outcome, require_start)
+),
+c AS MATERIALIZED (
+  SELECT d.*, m.from_state, m.to_state, m.outcome
+    FROM d JOIN {schema}.jobs j ON j.id = d.id JOIN m ON m.ord = d.ord
+   WHERE EXISTS (SELECT 1 WHERE j.machine = m.machine AND j.state = m.from_state AND j.committed IS NULL
+                   AND j.leases = 1 AND j.exec_id = d.exec_id AND j.exec_attempt = d.token
+                   AND (j.exec_status = 'IN_PROGRESS' OR (j.exec_status = 'LEASED' AND NOT m.require_start))
+                   AND (j.exec_lease_expires_at, j.exec_lease_expires_ns) > (d.now_at, d.now_ns))
+     FOR NO KEY UPDATE OF j SKIP LOCKED
+),
+w AS (
+  UPDATE {schema}.jobs j SET
+    state = c.to_state, kind = 'terminal', outcome = c.outcome, version = j.version + 1,
+    updated_at = c.now_at, updated_ns = c.now_ns, completed_at = c.now_at, completed_ns = c.now_ns,
+    committed = c.exec_id, result = c.result, last_error = '', error_class = '',
+    leases = 0, lease_expires_at = '-infinity', lease_expires_ns = 0, heartbeat_at = '-infinity', heartbeat_ns = 0,
+    sweep_failures = 0, sweep_retry_at = '-infinity', sweep_retry_ns = 0, wake_at = NULL, wake_ns = 0,
+    exec_status = 'DONE', exec_finished_at = c.now_at, exec_finished_ns = c.now_ns,
+    exec_started_at = CASE WHEN isfinite(j.exec_started_at) THEN j.exec_started_at ELSE c.now_at END,
+    exec_started_ns = CASE WHEN isfinite(j.exec_started_at) THEN j.exec_started_ns ELSE c.now_ns END
+    FROM c
+   WHERE j.id = c.id
+  RETURNING {j.snapshot_columns}, c.ord, c.from_state, c.actor
+),
+h AS (
+  INSERT INTO {schema}.transitions (job_id, version, from_state, event, to_state, actor, reason, exec_id, at, at_ns)
+  SELECT id, version, from_state, 'succeed', state, actor, '', exec_id, exec_finished_at, exec_finished_ns FROM w
+)
+SELECT * FROM w ORDER BY ord
