@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -70,8 +71,8 @@ func (s *Store) runPlanned(tx *connTx, ms []*member) (rest []*member, done []pla
 	defer cancel()
 	found := make(map[int64]plannedDone, len(planned))
 	b := &pgx.Batch{}
-	b.Queue("SAVEPOINT pgstore_plans")
 	pinned := tx.plans.pin(b)
+	b.Queue("SAVEPOINT pgstore_plans")
 	b.Queue(s.sql.commitPlanned, plannedArgs(planned)...).Query(func(rows pgx.Rows) error {
 		return scanPlanned(rows, found)
 	})
@@ -112,13 +113,15 @@ func (s *Store) runPlanned(tx *connTx, ms []*member) (rest []*member, done []pla
 }
 
 // plannedArgs returns the arguments of commit_planned for the plans of
-// ms, member i at place i.
+// ms, member i at place i. Members whose plans share their moves (those
+// of one engine) share one set of them.
 func plannedArgs(ms []*member) []any {
 	n := len(ms)
 	ords, ids, execs, tokens := make([]int64, n), make([]pgtype.UUID, n), make([]pgtype.UUID, n), make([]int64, n)
 	actors, results := make([]string, n), make([][]byte, n)
-	nowAt, nowNs := make([]pgtype.Timestamptz, n), make([]int16, n)
-	var mOrds []int64
+	nowAt, nowNs, sets := make([]pgtype.Timestamptz, n), make([]int16, n), make([]int64, n)
+	var known [][]jobstate.FinishMove
+	var mSets []int64
 	var machines, froms, tos, outcomes []string
 	var requireStarts []bool
 	for i, m := range ms {
@@ -126,16 +129,22 @@ func plannedArgs(ms []*member) []any {
 		ords[i], ids[i], execs[i], tokens[i] = int64(i), pgID(m.id), pgID(p.ExecID), int64(p.Token)
 		actors[i], results[i] = p.Actor, p.Result
 		nowAt[i], nowNs[i] = encTime(p.Now)
-		for _, mv := range p.Moves {
-			mOrds = append(mOrds, int64(i))
-			machines = append(machines, mv.Machine)
-			froms = append(froms, string(mv.From))
-			tos = append(tos, string(mv.To))
-			outcomes = append(outcomes, string(mv.Outcome))
-			requireStarts = append(requireStarts, mv.RequireStart)
+		k := slices.IndexFunc(known, func(mv []jobstate.FinishMove) bool { return slices.Equal(mv, p.Moves) })
+		if k < 0 {
+			k = len(known)
+			known = append(known, p.Moves)
+			for _, mv := range p.Moves {
+				mSets = append(mSets, int64(k))
+				machines = append(machines, mv.Machine)
+				froms = append(froms, string(mv.From))
+				tos = append(tos, string(mv.To))
+				outcomes = append(outcomes, string(mv.Outcome))
+				requireStarts = append(requireStarts, mv.RequireStart)
+			}
 		}
+		sets[i] = int64(k)
 	}
-	return []any{ords, ids, execs, tokens, actors, results, nowAt, nowNs, mOrds, machines, froms, tos, outcomes, requireStarts}
+	return []any{ords, ids, execs, tokens, actors, results, nowAt, nowNs, sets, mSets, machines, froms, tos, outcomes, requireStarts}
 }
 
 // scanPlanned reads commit_planned's rows into found, by member.

@@ -71,8 +71,8 @@ func newStatements(schema string) (statements, error) {
 		insertEffects:     b.stmt("insert_effects", effectParams...),
 		notify:            b.stmt("notify", "channel", "payload"),
 		prune:             b.stmt("prune", "cut_at", "cut_ns", "lim"),
-		commitPlanned: b.stmt("commit_planned", "ords", "ids", "exec_ids", "tokens", "actors", "results", "now_at", "now_ns",
-			"m_ords", "m_machines", "m_froms", "m_tos", "m_outcomes", "m_require_starts"),
+		commitPlanned: b.stmt("commit_planned", "ords", "ids", "exec_ids", "tokens", "actors", "results", "now_at", "now_ns", "sets",
+			"m_sets", "m_machines", "m_froms", "m_tos", "m_outcomes", "m_require_starts"),
 
 		claim:      b.stmt("claim", "machine", "now_at", "now_ns", "excluded", "n", "lock_prefix"),
 		claimKeyed: b.stmt("claim_keyed", "machine", "now_at", "now_ns", "excluded", "n", "key_limit", "passed", "lock_prefix"),

@@ -267,36 +267,45 @@ SELECT count(*) FROM d
 -- A commit group's planned members (jobstate.CommitPlan, one per
 -- member: @ords its place in the group, the job @ids, the lease's
 -- execution @exec_ids and token @tokens, its owner @actors, the result
--- @results and the time @now_at, @now_ns; the moves of its plan, led by
--- the member's place, in @m_ords to @m_require_starts): each job the
--- plan covers whose execution is its last, finished as CommitPlan writes
--- it, with its history row. A job another transaction holds is passed
--- over (left to the member's function), never waited for. The plan's
--- conditions on the job are in
--- EXISTS, not beside the join by id, so that the planner does not walk
--- the stale-lease or listing indexes they could match for each member.
--- The rows come out in the members' order, as written, with the state
--- each left.
+-- @results, the time @now_at, @now_ns, and @sets the set of moves its
+-- plan covers, each move a row of @m_sets to @m_require_starts): each job
+-- its plan covers whose execution is its last, finished as CommitPlan
+-- writes it, with its history row. A job another transaction holds is
+-- passed over (left to the member's function), never waited for.
+--
+-- Each member's job is locked by its id in a subquery of its own (a
+-- subquery that locks rows is never merged into the query around it),
+-- and the lease count is tested as an expression: a test of the bare
+-- column would let the planner prove the predicate of the stale-lease
+-- index (leases > 0) and walk that index for each member. The job's
+-- machine and state are matched to the moves outside the subquery, so
+-- that the listing index by machine and state is not walked either. The
+-- rows come out in the members' order, as written, with the state each
+-- left.
 
 -- name: commit_planned
 WITH d AS (
   SELECT * FROM unnest(@ords::int8[], @ids::uuid[], @exec_ids::uuid[], @tokens::int8[], @actors::text[],
-                       @results::bytea[], @now_at::timestamptz[], @now_ns::int2[])
-    AS d (ord, id, exec_id, token, actor, result, now_at, now_ns)
+                       @results::bytea[], @now_at::timestamptz[], @now_ns::int2[], @sets::int8[])
+    AS d (ord, id, exec_id, token, actor, result, now_at, now_ns, set)
 ),
 m AS (
-  SELECT * FROM unnest(@m_ords::int8[], @m_machines::text[], @m_froms::text[], @m_tos::text[],
+  SELECT * FROM unnest(@m_sets::int8[], @m_machines::text[], @m_froms::text[], @m_tos::text[],
                        @m_outcomes::text[], @m_require_starts::bool[])
-    AS m (ord, machine, from_state, to_state, outcome, require_start)
+    AS m (set, machine, from_state, to_state, outcome, require_start)
 ),
 c AS MATERIALIZED (
   SELECT d.*, m.from_state, m.to_state, m.outcome
-    FROM d JOIN {schema}.jobs j ON j.id = d.id JOIN m ON m.ord = d.ord
-   WHERE EXISTS (SELECT 1 WHERE j.machine = m.machine AND j.state = m.from_state AND j.committed IS NULL
-                   AND j.leases = 1 AND j.exec_id = d.exec_id AND j.exec_attempt = d.token
-                   AND (j.exec_status = 'IN_PROGRESS' OR (j.exec_status = 'LEASED' AND NOT m.require_start))
-                   AND (j.exec_lease_expires_at, j.exec_lease_expires_ns) > (d.now_at, d.now_ns))
-     FOR NO KEY UPDATE OF j SKIP LOCKED
+    FROM d
+   CROSS JOIN LATERAL (
+     SELECT j.machine, j.state, j.exec_status FROM {schema}.jobs j
+      WHERE j.id = d.id AND j.committed IS NULL AND j.leases - 1 = 0
+        AND j.exec_id = d.exec_id AND j.exec_attempt = d.token
+        AND (j.exec_lease_expires_at, j.exec_lease_expires_ns) > (d.now_at, d.now_ns)
+        FOR NO KEY UPDATE SKIP LOCKED
+   ) j
+    JOIN m ON m.set = d.set AND m.machine = j.machine AND m.from_state = j.state
+   WHERE j.exec_status = 'IN_PROGRESS' OR (j.exec_status = 'LEASED' AND NOT m.require_start)
 ),
 w AS (
   UPDATE {schema}.jobs j SET
