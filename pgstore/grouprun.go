@@ -150,7 +150,9 @@ func (g *grouper) runGroup(ms []*member) {
 	grp.ok = make([]bool, n)
 	grp.errs = make([]error, n)
 	grp.spSent = make([]bool, n)
-	grp.sp = n > 1
+	// With members done by their plans, a member that fails is rolled
+	// back alone: the group goes on to commit the plans' writes.
+	grp.sp = n > 1 || len(done) > 0
 	grp.many.reserve(n)
 	grp.fast = make([]fastWrite, 0, n)
 	for i := range grp.members {
