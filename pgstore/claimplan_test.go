@@ -194,9 +194,10 @@ func (noCommitPlans) AppliesCommitPlans() bool { return false }
 // concurrently (so that they share groups), some after a start, some of
 // leases that lapsed, with an effect that writes a row in the group's
 // transaction and fails for some jobs, leave the same jobs, executions,
-// history, effect rows and answers on a store that applies commit plans
-// as on one that calls Succeed's function; a failing effect undoes its
-// job's commit and nothing else.
+// history, effect rows, calls of the effect and answers on a store that
+// applies commit plans as on one that calls Succeed's function; a failing
+// effect undoes its job's commit and nothing else, and no effect is called
+// again because another failed.
 func TestCommitPlanAsTheFunction(t *testing.T) {
 	ctx := context.Background()
 	def, err := jobstate.NewDefinition(planMachine())
@@ -207,6 +208,8 @@ func TestCommitPlanAsTheFunction(t *testing.T) {
 		eng   *jobstate.Engine
 		clock *jobstate.ManualClock
 		table string
+		mu    sync.Mutex
+		calls map[uuid.UUID]int // the effect's calls, by job
 	}
 	open := func(store *pgstore.Store, plans bool) *side {
 		clock := jobstate.NewManualClock(start)
@@ -219,7 +222,7 @@ func TestCommitPlanAsTheFunction(t *testing.T) {
 		table := store.Schema() + ".effect_rows"
 		_, err = pool.Exec(ctx, "CREATE TABLE "+table+" (job_id uuid, version bigint, state text)")
 		must(t, err)
-		return &side{eng: eng, clock: clock, table: table}
+		return &side{eng: eng, clock: clock, table: table, calls: map[uuid.UUID]int{}}
 	}
 	planned := open(pgtest.StoreWith(t, pgstore.Options{GroupCommit: 16}), true)
 	plain := open(pgtest.StoreWith(t, pgstore.Options{GroupCommit: 16}), false)
@@ -267,6 +270,9 @@ func TestCommitPlanAsTheFunction(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					j, err := s.eng.Succeed(ctx, c.Lease, jobstate.CommitInput{Result: []byte("ok"), Effect: func(ctx context.Context, j jobstate.Job) error {
+						s.mu.Lock()
+						s.calls[j.ID]++
+						s.mu.Unlock()
 						tx, ok := pgstore.Tx(ctx)
 						if !ok {
 							return errors.New("no transaction in the effect's context")
@@ -301,6 +307,9 @@ func TestCommitPlanAsTheFunction(t *testing.T) {
 		}
 		if !reflect.DeepEqual(rows[0], rows[1]) {
 			t.Fatalf("round %d effect rows\nwith plans %v\nwithout    %v", round, rows[0], rows[1])
+		}
+		if !reflect.DeepEqual(planned.calls, plain.calls) {
+			t.Fatalf("round %d: the effects were called\nwith plans %v\nwithout    %v", round, planned.calls, plain.calls)
 		}
 	}
 }

@@ -14,14 +14,16 @@ import (
 
 // Commit plans in a group (UpdatePlanned): before its other members lock
 // and read their jobs, a group applies its planned members' plans in one
-// statement (commit_planned) inside the savepoint pgstore_plans, and
-// hands each member whose plan applied a turn to run its effect on its
-// job as written. If every effect succeeds, those members are done and
-// answered after the group's COMMIT; if one fails, the group rolls back
-// to the savepoint (the plans' writes and every effect's) and all its
-// planned members take turns with their functions, as Updates. A member
-// whose job the plan does not cover, or another transaction holds, takes
-// a turn with its function too.
+// statement (commit_planned), and hands each member whose plan applied a
+// turn to run its effect on its job as written, in a savepoint of the
+// effect's own. A member whose effect succeeds is done, and answered
+// after the group's COMMIT. A member whose effect fails has its effect's
+// writes undone (its savepoint), its job put back as it was before the
+// plan wrote it (uncommit_planned: the values commit_planned returned),
+// and is answered with the effect's error at once, as an Update whose
+// function failed; no other member's effect runs again. A member whose
+// job the plan does not cover, or another transaction holds, takes a
+// turn with its function.
 
 // AppliesCommitPlans implements jobstate.CommitPlanner: a store with group
 // commit applies commit plans in its groups.
@@ -44,17 +46,31 @@ func (s *Store) UpdatePlanned(ctx context.Context, id uuid.UUID, p *jobstate.Com
 }
 
 // plannedDone is a planned member whose plan its group applied: its job
-// as written and the transition the plan wrote.
+// as written, the transition the plan wrote, and the arguments of
+// uncommit_planned that put its job back (uncommitParams).
 type plannedDone struct {
 	m    *member
 	job  jobstate.Job
 	recs []jobstate.Transition
+	undo []any
+}
+
+// uncommitParams are the parameters of uncommit_planned, in the order
+// scanPlanned gives their values.
+var uncommitParams = []string{
+	"id", "written", "from_state", "kind", "outcome", "version", "updated_at", "updated_ns",
+	"completed_at", "completed_ns", "result", "last_error", "error_class", "lease_expires_at", "lease_expires_ns",
+	"heartbeat_at", "heartbeat_ns", "sweep_failures", "sweep_retry_at", "sweep_retry_ns", "wake_at", "wake_ns",
+	"exec_status", "exec_started_at", "exec_started_ns", "exec_finished_at", "exec_finished_ns",
 }
 
 // runPlanned applies the plans of the planned members of ms in tx (see
 // above) and returns the members left for the group's functions and the
-// members done. err is the driver's error, with which the transaction is
-// to be rolled back and every member of ms run alone.
+// members done. A member whose effect fails has its job put back as it
+// was (uncommit_planned) and is answered with the effect's error. err is
+// the driver's error, with which the transaction is to be rolled back:
+// the members of rest then run alone, and those of done are answered
+// with it (their effects ran).
 func (s *Store) runPlanned(tx *connTx, ms []*member) (rest []*member, done []plannedDone, err error) {
 	var planned []*member
 	for _, m := range ms {
@@ -72,7 +88,6 @@ func (s *Store) runPlanned(tx *connTx, ms []*member) (rest []*member, done []pla
 	found := make(map[int64]plannedDone, len(planned))
 	b := &pgx.Batch{}
 	pinned := tx.plans.pin(b)
-	b.Queue("SAVEPOINT pgstore_plans")
 	b.Queue(s.sql.commitPlanned, plannedArgs(planned)...).Query(func(rows pgx.Rows) error {
 		return scanPlanned(rows, found)
 	})
@@ -80,35 +95,28 @@ func (s *Store) runPlanned(tx *connTx, ms []*member) (rest []*member, done []pla
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return ms, nil, err
 	}
-	failed := false
-	var took []*member
 	for i, m := range planned {
 		d, ok := found[int64(i)]
 		if !ok {
 			rest = append(rest, m)
 			continue
 		}
-		took = append(took, m)
-		if failed {
-			continue
-		}
 		lazy := newLazyTx(tx)
 		m.turn <- turn{planned: &d.job, fctx: s.fnContext(m.ctx, lazy), sp: lazy}
-		if r := <-m.ret; r.err != nil {
-			failed = true
+		r := <-m.ret
+		if r.err == nil {
+			d.m = m
+			done = append(done, d)
 			continue
 		}
-		d.m = m
-		done = append(done, d)
-	}
-	if failed {
-		tx.plans.rolledBack()
-		if _, err := tx.q.Exec(ctx, "ROLLBACK TO SAVEPOINT pgstore_plans; RELEASE SAVEPOINT pgstore_plans"); err != nil {
-			return ms, nil, err
+		// The effect's own writes are undone (its savepoint); put the
+		// job back, and answer the member with the effect's error.
+		if err := tx.batchOf(ctx, s.sql.uncommitPlanned, d.undo).Close(); err != nil {
+			m.res <- result{err: wrapErr(m.ctx, "update", err, inTransaction)}
+			return rest, done, err
 		}
-		return append(rest, took...), nil, nil
+		m.res <- result{err: r.err}
 	}
-	tx.queue("RELEASE SAVEPOINT pgstore_plans")
 	return rest, done, nil
 }
 
@@ -152,11 +160,17 @@ func scanPlanned(rows pgx.Rows, found map[int64]plannedDone) error {
 	defer rows.Close()
 	var r jobRow
 	var x execRow
-	var ord int64
-	var from, actor string
-	dest := append(append(r.dest(), x.dest()...), &ord, &from, &actor)
+	var ord, oldVersion, oldSweeps int64
+	var from, actor, oldStatus, oldKind, oldOutcome, oldLastError, oldClass string
+	var oldResult []byte
+	var oldUpdated, oldCompleted, oldLease, oldHeartbeat, oldSweepRetry, oldWake, oldStarted, oldFinished tsPair
+	dest := append(append(r.dest(), x.dest()...), &ord, &from, &actor, &oldStatus, &oldVersion, &oldKind,
+		&oldOutcome, &oldUpdated.ts, &oldUpdated.ns, &oldCompleted.ts, &oldCompleted.ns, &oldResult,
+		&oldLastError, &oldClass, &oldLease.ts, &oldLease.ns, &oldHeartbeat.ts, &oldHeartbeat.ns,
+		&oldSweeps, &oldSweepRetry.ts, &oldSweepRetry.ns, &oldWake.ts, &oldWake.ns,
+		&oldStarted.ts, &oldStarted.ns, &oldFinished.ts, &oldFinished.ns)
 	for rows.Next() {
-		r, x = jobRow{}, execRow{}
+		r, x, oldResult = jobRow{}, execRow{}, nil
 		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
@@ -168,7 +182,11 @@ func scanPlanned(rows pgx.Rows, found map[int64]plannedDone) error {
 			JobID: j.ID, Version: j.Version, From: jobstate.State(from), Event: jobstate.EventSucceed, To: j.State,
 			Actor: actor, ExecID: decUUID(x.id), At: x.ended.time(),
 		}
-		found[ord] = plannedDone{job: j, recs: []jobstate.Transition{rec}}
+		undo := []any{pgID(j.ID), j.Version, from, oldKind, oldOutcome, oldVersion, oldUpdated.ts, oldUpdated.ns,
+			oldCompleted.ts, oldCompleted.ns, oldResult, oldLastError, oldClass, oldLease.ts, oldLease.ns,
+			oldHeartbeat.ts, oldHeartbeat.ns, oldSweeps, oldSweepRetry.ts, oldSweepRetry.ns, oldWake.ts, oldWake.ns,
+			oldStatus, oldStarted.ts, oldStarted.ns, oldFinished.ts, oldFinished.ns}
+		found[ord] = plannedDone{job: j, recs: []jobstate.Transition{rec}, undo: undo}
 	}
 	return rows.Err()
 }

@@ -93,17 +93,18 @@ func (g *grouper) runGroup(ms []*member) {
 		return
 	}
 	ms, done, err := s.runPlanned(tx, ms)
-	if err != nil {
-		rollback(tx)
-		alone(ms)
-		return
-	}
 	// failPlanned answers the members done by their plans, whose writes
 	// the rollback of the group's transaction undid.
 	failPlanned := func(err error) {
 		for _, d := range done {
 			d.m.res <- result{err: wrapErr(d.m.ctx, "update", err, inTransaction)}
 		}
+	}
+	if err != nil {
+		rollback(tx)
+		alone(ms)
+		failPlanned(err)
+		return
 	}
 	if len(ms) == 0 {
 		(&group{g: g, s: s, tx: tx, planned: done}).finish()

@@ -19,7 +19,7 @@ type statements struct {
 	insertJob, updateJob                         string
 	insertTransition, insertEffect               string
 	notify, claim, claimEffs, claimPlanned       string
-	commitPlanned                                string
+	commitPlanned, uncommitPlanned               string
 	list                                         string
 	claimKeyed, keyWait, keyLive, heads          string
 }
@@ -73,6 +73,7 @@ func newStatements(schema string) (statements, error) {
 		prune:             b.stmt("prune", "cut_at", "cut_ns", "lim"),
 		commitPlanned: b.stmt("commit_planned", "ords", "ids", "exec_ids", "tokens", "actors", "results", "now_at", "now_ns", "sets",
 			"m_sets", "m_machines", "m_froms", "m_tos", "m_outcomes", "m_require_starts"),
+		uncommitPlanned: b.stmt("uncommit_planned", uncommitParams...),
 
 		claim:      b.stmt("claim", "machine", "now_at", "now_ns", "excluded", "n", "lock_prefix"),
 		claimKeyed: b.stmt("claim_keyed", "machine", "now_at", "now_ns", "excluded", "n", "key_limit", "passed", "lock_prefix"),

@@ -281,7 +281,8 @@ SELECT count(*) FROM d
 -- machine and state are matched to the moves outside the subquery, so
 -- that the listing index by machine and state is not walked either. The
 -- rows come out in the members' order, as written, with the state each
--- left.
+-- left and the values the write replaced (old_*), from which
+-- uncommit_planned puts a job back if its member's effect fails.
 
 -- name: commit_planned
 WITH d AS (
@@ -295,10 +296,25 @@ m AS (
     AS m (set, machine, from_state, to_state, outcome, require_start)
 ),
 c AS MATERIALIZED (
-  SELECT d.*, m.from_state, m.to_state, m.outcome
+  SELECT d.*, m.from_state, m.to_state, m.outcome, j.exec_status AS old_exec_status, j.old_version, j.old_kind,
+         j.old_outcome, j.old_updated_at, j.old_updated_ns, j.old_completed_at, j.old_completed_ns, j.old_result,
+         j.old_last_error, j.old_error_class, j.old_lease_expires_at, j.old_lease_expires_ns,
+         j.old_heartbeat_at, j.old_heartbeat_ns, j.old_sweep_failures, j.old_sweep_retry_at, j.old_sweep_retry_ns,
+         j.old_wake_at, j.old_wake_ns, j.old_exec_started_at, j.old_exec_started_ns,
+         j.old_exec_finished_at, j.old_exec_finished_ns
     FROM d
    CROSS JOIN LATERAL (
-     SELECT j.machine, j.state, j.exec_status FROM {schema}.jobs j
+     SELECT j.machine, j.state, j.exec_status, j.version AS old_version, j.kind AS old_kind,
+            j.outcome AS old_outcome, j.updated_at AS old_updated_at, j.updated_ns AS old_updated_ns,
+            j.completed_at AS old_completed_at, j.completed_ns AS old_completed_ns, j.result AS old_result,
+            j.last_error AS old_last_error, j.error_class AS old_error_class,
+            j.lease_expires_at AS old_lease_expires_at, j.lease_expires_ns AS old_lease_expires_ns,
+            j.heartbeat_at AS old_heartbeat_at, j.heartbeat_ns AS old_heartbeat_ns,
+            j.sweep_failures AS old_sweep_failures, j.sweep_retry_at AS old_sweep_retry_at,
+            j.sweep_retry_ns AS old_sweep_retry_ns, j.wake_at AS old_wake_at, j.wake_ns AS old_wake_ns,
+            j.exec_started_at AS old_exec_started_at, j.exec_started_ns AS old_exec_started_ns,
+            j.exec_finished_at AS old_exec_finished_at, j.exec_finished_ns AS old_exec_finished_ns
+       FROM {schema}.jobs j
       WHERE j.id = d.id AND j.committed IS NULL AND j.leases - 1 = 0
         AND j.exec_id = d.exec_id AND j.exec_attempt = d.token
         AND (j.exec_lease_expires_at, j.exec_lease_expires_ns) > (d.now_at, d.now_ns)
@@ -319,10 +335,40 @@ w AS (
     exec_started_ns = CASE WHEN isfinite(j.exec_started_at) THEN j.exec_started_ns ELSE c.now_ns END
     FROM c
    WHERE j.id = c.id
-  RETURNING {j.snapshot_columns}, c.ord, c.from_state, c.actor
+  RETURNING {j.snapshot_columns}, c.ord, c.from_state, c.actor, c.old_exec_status, c.old_version, c.old_kind,
+         c.old_outcome, c.old_updated_at, c.old_updated_ns, c.old_completed_at, c.old_completed_ns, c.old_result,
+         c.old_last_error, c.old_error_class, c.old_lease_expires_at, c.old_lease_expires_ns,
+         c.old_heartbeat_at, c.old_heartbeat_ns, c.old_sweep_failures, c.old_sweep_retry_at, c.old_sweep_retry_ns,
+         c.old_wake_at, c.old_wake_ns, c.old_exec_started_at, c.old_exec_started_ns,
+         c.old_exec_finished_at, c.old_exec_finished_ns
 ),
 h AS (
   INSERT INTO {schema}.transitions (job_id, version, from_state, event, to_state, actor, reason, exec_id, at, at_ns)
   SELECT id, version, from_state, 'succeed', state, actor, '', exec_id, exec_finished_at, exec_finished_ns FROM w
 )
 SELECT * FROM w ORDER BY ord
+
+-- A planned member's job put back as it was before commit_planned wrote
+-- it at the version @written (its member's effect failed): the columns
+-- that statement set get the values it replaced (the job was in
+-- @from_state, with one live execution and nothing committed), and the
+-- history row it inserted is deleted.
+
+-- name: uncommit_planned
+WITH u AS (
+  UPDATE {schema}.jobs SET
+    state = @from_state, kind = @kind, outcome = @outcome, version = @version,
+    updated_at = @updated_at, updated_ns = @updated_ns, completed_at = @completed_at, completed_ns = @completed_ns,
+    committed = NULL, result = @result, last_error = @last_error, error_class = @error_class, leases = 1,
+    lease_expires_at = @lease_expires_at, lease_expires_ns = @lease_expires_ns,
+    heartbeat_at = @heartbeat_at, heartbeat_ns = @heartbeat_ns, sweep_failures = @sweep_failures,
+    sweep_retry_at = @sweep_retry_at, sweep_retry_ns = @sweep_retry_ns, wake_at = @wake_at, wake_ns = @wake_ns,
+    exec_status = @exec_status, exec_started_at = @exec_started_at, exec_started_ns = @exec_started_ns,
+    exec_finished_at = @exec_finished_at, exec_finished_ns = @exec_finished_ns
+  WHERE id = @id AND version = @written
+  RETURNING id
+),
+t AS (
+  DELETE FROM {schema}.transitions WHERE job_id = @id AND version = @written
+)
+SELECT 1 / count(*) FROM u
