@@ -88,6 +88,7 @@ func (s *Store) runPlanned(tx *connTx, ms []*member) (rest []*member, done []pla
 	found := make(map[int64]plannedDone, len(planned))
 	b := &pgx.Batch{}
 	pinned := tx.plans.pin(b)
+	b.Queue("SAVEPOINT pgstore_plans")
 	b.Queue(s.sql.commitPlanned, plannedArgs(planned)...).Query(func(rows pgx.Rows) error {
 		return scanPlanned(rows, found)
 	})
@@ -95,6 +96,10 @@ func (s *Store) runPlanned(tx *connTx, ms []*member) (rest []*member, done []pla
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return ms, nil, err
 	}
+	// Its RELEASE goes in front of the group's next statements: a
+	// connection lost while the effects ran is then reported by it, before
+	// the COMMIT is sent, as a transaction that did not commit.
+	defer tx.queue("RELEASE SAVEPOINT pgstore_plans")
 	for i, m := range planned {
 		d, ok := found[int64(i)]
 		if !ok {
