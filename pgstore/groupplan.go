@@ -118,7 +118,8 @@ func (s *Store) runPlanned(tx *connTx, ms []*member) (rest []*member, done []pla
 		// job back, and answer the member with the effect's error.
 		if err := tx.batchOf(ctx, s.sql.uncommitPlanned, d.undo).Close(); err != nil {
 			m.res <- result{err: wrapErr(m.ctx, "update", err, inTransaction)}
-			return rest, done, err
+			// The members after it have had no turn: they run alone.
+			return append(rest, planned[i+1:]...), done, err
 		}
 		m.res <- result{err: r.err}
 	}
