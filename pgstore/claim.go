@@ -184,29 +184,15 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 					live = &n
 				}
 				offers++
-				end, _ := lazy.Savepoint(ctx)
-				w, err := fn(s.fnContext(ctx, lazy), snaps[i])
-				if err == nil {
-					err = s.checkKey(ctx, lazy, &snaps[i], &w, live)
-				}
+				j, err := s.offer(ctx, tx, lazy, &snaps[i], fn, live, &many, writes)
 				if err != nil {
-					if eerr := end(false); eerr != nil {
-						return nil, eerr
-					}
-					if errors.Is(err, jobstate.ErrSkip) {
-						continue
-					}
 					return nil, err
 				}
-				if err := end(true); err != nil {
-					return nil, err
-				}
-				j := new(jobstate.Job)
-				if err := s.stage(tx.plans, &snaps[i], &w, j, &many, writes); err != nil {
-					return nil, err
+				if j == nil {
+					continue
 				}
 				if live != nil {
-					keys.live[snaps[i].Job.ConcurrencyKey] += w.Job.Leases - snaps[i].Job.Leases
+					keys.live[snaps[i].Job.ConcurrencyKey] += j.Leases - snaps[i].Job.Leases
 				}
 				results = append(results, j)
 			}
@@ -227,6 +213,37 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 		out[i] = *j
 	}
 	return out, nil
+}
+
+// offer runs fn on one candidate of a claim batch, in a savepoint of its
+// own (taken only if fn writes through the transaction), checks the
+// concurrency key's limit (live: the key's live executions, nil without
+// a limit) and stages the job's write in many and writes. It returns the
+// job as it will be written, or nil when fn skipped it (what fn wrote is
+// undone); any other error of fn is returned as it is.
+func (s *Store) offer(ctx context.Context, tx *connTx, lazy *lazyTx, snap *jobstate.Snapshot, fn jobstate.UpdateFunc, live *int, many *multiWrite, writes *pgx.Batch) (*jobstate.Job, error) {
+	end, _ := lazy.Savepoint(ctx)
+	w, err := fn(s.fnContext(ctx, lazy), *snap)
+	if err == nil {
+		err = s.checkKey(ctx, lazy, snap, &w, live)
+	}
+	if err != nil {
+		if eerr := end(false); eerr != nil {
+			return nil, eerr
+		}
+		if errors.Is(err, jobstate.ErrSkip) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if err := end(true); err != nil {
+		return nil, err
+	}
+	j := new(jobstate.Job)
+	if err := s.stage(tx.plans, snap, &w, j, many, writes); err != nil {
+		return nil, err
+	}
+	return j, nil
 }
 
 // gateBatch counts the live executions of the concurrency keys of snaps

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -36,49 +35,35 @@ func (s *Store) claimBatchPlanned(ctx context.Context, q jobstate.ClaimQuery, n 
 		results = nil
 		for len(results) < n {
 			want := n - len(results)
-			rows, err := s.plannedSnapshots(ctx, tx, q, now, nowNs, excluded, want, ids)
+			snaps, planned, err := s.plannedSnapshots(ctx, tx, q, now, nowNs, excluded, want, ids)
 			if err != nil {
 				return nil, s.fail(ctx, "claim batch", err)
 			}
-			many.reserve(len(rows))
-			for i := range rows {
-				snap := &rows[i].snap
+			many.reserve(len(snaps))
+			for i := range snaps {
+				snap := &snaps[i]
 				excluded = append(excluded, snap.Job.ID)
-				if rows[i].planned {
+				if planned[i] {
 					ids = ids[1:]
-					j := snap.Job
+					j := &snap.Job
 					if j.ConcurrencyKey != "" {
-						before := j
+						before := *j
 						before.Kind = jobstate.KindReady
-						heads = append(heads, touchedHeads(&before, &j)...)
+						heads = append(heads, touchedHeads(&before, j)...)
 					}
-					results = append(results, &j)
+					results = append(results, j)
 					continue
 				}
-				end, _ := lazy.Savepoint(ctx)
-				w, err := fn(s.fnContext(ctx, lazy), *snap)
-				if err == nil {
-					err = s.checkKey(ctx, lazy, snap, &w, nil)
-				}
+				j, err := s.offer(ctx, tx, lazy, snap, fn, nil, &many, writes)
 				if err != nil {
-					if eerr := end(false); eerr != nil {
-						return nil, eerr
-					}
-					if errors.Is(err, jobstate.ErrSkip) {
-						continue
-					}
 					return nil, err
 				}
-				if err := end(true); err != nil {
-					return nil, err
-				}
-				j := new(jobstate.Job)
-				if err := s.stage(tx.plans, snap, &w, j, &many, writes); err != nil {
-					return nil, err
+				if j == nil {
+					continue
 				}
 				results = append(results, j)
 			}
-			if len(rows) < want {
+			if len(snaps) < want {
 				break
 			}
 		}
@@ -98,18 +83,12 @@ func (s *Store) claimBatchPlanned(ctx context.Context, q jobstate.ClaimQuery, n 
 	return out, nil
 }
 
-// plannedRow is a candidate claim_planned locked: its snapshot (its job
-// as written, when the plan took it) and whether the plan took it.
-type plannedRow struct {
-	snap    jobstate.Snapshot
-	planned bool
-}
-
 // plannedSnapshots runs claim_planned for up to n candidates not in
 // excluded, with the execution ids ids, and the read of the effects of
-// the candidates it did not write, in one round trip. Its errors are the
-// driver's.
-func (s *Store) plannedSnapshots(ctx context.Context, tx *connTx, q jobstate.ClaimQuery, now pgtype.Timestamptz, nowNs int16, excluded []uuid.UUID, n int, ids []uuid.UUID) ([]plannedRow, error) {
+// the candidates it did not write, in one round trip. It returns the
+// candidates' snapshots in claim order (a job the plan took as written)
+// and, for each, whether the plan took it. Its errors are the driver's.
+func (s *Store) plannedSnapshots(ctx context.Context, tx *connTx, q jobstate.ClaimQuery, now pgtype.Timestamptz, nowNs int16, excluded []uuid.UUID, n int, ids []uuid.UUID) ([]jobstate.Snapshot, []bool, error) {
 	p := q.Plan
 	from := make([]string, len(p.Moves))
 	to := make([]string, len(p.Moves))
@@ -129,58 +108,55 @@ func (s *Store) plannedSnapshots(ctx context.Context, tx *connTx, q jobstate.Cla
 	b.Queue(s.sql.claimEffs, claimedSetting)
 	restored := tx.plans.unpin(b, pinned)
 	br := tx.SendBatch(ctx, b)
-	rows, err := readPlanned(br, pinned, restored)
+	snaps, planned, err := readPlanned(br, n, pinned, restored)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return rows, err
+	return snaps, planned, err
 }
 
-// readPlanned reads the answers of plannedSnapshots' batch.
-func readPlanned(br pgx.BatchResults, pinned, restored bool) ([]plannedRow, error) {
+// readPlanned reads the answers of plannedSnapshots' batch, for up to n
+// candidates.
+func readPlanned(br pgx.BatchResults, n int, pinned, restored bool) ([]jobstate.Snapshot, []bool, error) {
 	if err := skipPlan(br, pinned); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []plannedRow
-	var snaps []jobstate.Snapshot
+	snaps, planned := make([]jobstate.Snapshot, 0, n), make([]bool, 0, n)
 	var r jobRow
 	var x execRow
-	var planned bool
+	var took bool
 	var from string
 	var ord int64
-	dest := append(append(r.dest(), x.dest()...), &planned, &from, &ord)
+	dest := append(append(r.dest(), x.dest()...), &took, &from, &ord)
 	for rows.Next() {
 		r, x = jobRow{}, execRow{}
 		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
-			return nil, err
+			return nil, nil, err
 		}
 		j, err := r.job()
 		if err != nil {
 			rows.Close()
-			return nil, err
+			return nil, nil, err
 		}
 		xs, err := x.executions(j.ID)
 		if err != nil {
 			rows.Close()
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(out, plannedRow{planned: planned})
 		snaps = append(snaps, jobstate.Snapshot{Job: j, Executions: xs})
+		planned = append(planned, took)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := readEffects(br, snaps); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for i := range out {
-		out[i].snap = snaps[i]
-	}
-	return out, skipPlan(br, restored)
+	return snaps, planned, skipPlan(br, restored)
 }

@@ -55,6 +55,16 @@ func counter() func() (uuid.UUID, error) {
 // calls the claim function for every candidate (executions' ids aside,
 // which the two engines draw in different orders); and the first batch
 // takes its jobs by the plan.
+// twinEngine returns an engine of def on store, with a clock of its own
+// at start and the ids of counter, as each side of a twin test has.
+func twinEngine(t *testing.T, store jobstate.Store, def *jobstate.Definition, start time.Time) (*jobstate.Engine, *jobstate.ManualClock) {
+	t.Helper()
+	clock := jobstate.NewManualClock(start)
+	eng, err := jobstate.New(store, jobstate.WithMachines(def), jobstate.WithClock(clock), jobstate.WithIDs(counter()))
+	must(t, err)
+	return eng, clock
+}
+
 func TestClaimPlanAsTheFunction(t *testing.T) {
 	ctx := context.Background()
 	def, err := jobstate.NewDefinition(planMachine())
@@ -66,9 +76,7 @@ func TestClaimPlanAsTheFunction(t *testing.T) {
 		leases map[uuid.UUID]jobstate.Lease
 	}
 	open := func(store jobstate.Store) *side {
-		clock := jobstate.NewManualClock(start)
-		eng, err := jobstate.New(store, jobstate.WithMachines(def), jobstate.WithClock(clock), jobstate.WithIDs(counter()))
-		must(t, err)
+		eng, clock := twinEngine(t, store, def, start)
 		return &side{eng: eng, clock: clock, leases: map[uuid.UUID]jobstate.Lease{}}
 	}
 	planned, plain := open(pgtest.Store(t)), open(noPlans{pgtest.Store(t)})
@@ -212,15 +220,13 @@ func TestCommitPlanAsTheFunction(t *testing.T) {
 		calls map[uuid.UUID]int // the effect's calls, by job
 	}
 	open := func(store *pgstore.Store, plans bool) *side {
-		clock := jobstate.NewManualClock(start)
 		var st jobstate.Store = store
 		if !plans {
 			st = noCommitPlans{store}
 		}
-		eng, err := jobstate.New(st, jobstate.WithMachines(def), jobstate.WithClock(clock), jobstate.WithIDs(counter()))
-		must(t, err)
+		eng, clock := twinEngine(t, st, def, start)
 		table := store.Schema() + ".effect_rows"
-		_, err = pool.Exec(ctx, "CREATE TABLE "+table+" (job_id uuid, version bigint, state text)")
+		_, err := pool.Exec(ctx, "CREATE TABLE "+table+" (job_id uuid, version bigint, state text)")
 		must(t, err)
 		return &side{eng: eng, clock: clock, table: table, calls: map[uuid.UUID]int{}}
 	}

@@ -173,6 +173,8 @@ func TestDatabaseConstraints(t *testing.T) {
 	assert.NoError(t, err, "the last execution alone may be committed")
 	_, err = e.pool.Exec(e.ctx, "UPDATE "+s+".jobs SET earlier_execs = '[{\"status\": \"DONE\"}]' WHERE id = $1", c.Job.ID)
 	assert.ErrorContains(t, err, "jobs_one_commit")
+	_, err = e.pool.Exec(e.ctx, "UPDATE "+s+".jobs SET exec_status = 'ABORTED', earlier_execs = '[{\"status\": \"COMMITTED\"}, {\"status\": \"DONE\"}]' WHERE id = $1", c.Job.ID)
+	assert.ErrorContains(t, err, "jobs_one_commit", "two among the earlier executions")
 	_, err = e.pool.Exec(e.ctx, "UPDATE "+s+".jobs SET earlier_execs = '{}' WHERE id = $1", c.Job.ID)
 	assert.ErrorContains(t, err, "jobs_execs")
 	_, err = e.pool.Exec(e.ctx, "INSERT INTO "+s+".effects (job_id, name) VALUES ($1, 'x'), ($1, 'x')", c.Job.ID)

@@ -46,17 +46,36 @@ func (s *Store) UpdatePlanned(ctx context.Context, id uuid.UUID, p *jobstate.Com
 }
 
 // plannedDone is a planned member whose plan its group applied: its job
-// as written, the transition the plan wrote, and the arguments of
-// uncommit_planned that put its job back (uncommitParams).
+// as written, the transition the plan wrote, and what the plan replaced.
 type plannedDone struct {
 	m    *member
 	job  jobstate.Job
 	recs []jobstate.Transition
-	undo []any
+	old  replaced
+}
+
+// replaced holds the values commit_planned replaced in a job's row: the
+// state it left, and the columns it set that uncommit_planned puts back.
+type replaced struct {
+	from, status, kind, outcome, lastError, class string
+	version, sweeps                               int64
+	result                                        []byte
+	updated, completed, lease, heartbeat          tsPair
+	sweepRetry, wake, started, finished           tsPair
+}
+
+// undoArgs returns the arguments of uncommit_planned (uncommitParams)
+// that put d's job back as it was.
+func (d *plannedDone) undoArgs() []any {
+	o := &d.old
+	return []any{pgID(d.job.ID), d.job.Version, o.from, o.kind, o.outcome, o.version, o.updated.ts, o.updated.ns,
+		o.completed.ts, o.completed.ns, o.result, o.lastError, o.class, o.lease.ts, o.lease.ns,
+		o.heartbeat.ts, o.heartbeat.ns, o.sweeps, o.sweepRetry.ts, o.sweepRetry.ns, o.wake.ts, o.wake.ns,
+		o.status, o.started.ts, o.started.ns, o.finished.ts, o.finished.ns}
 }
 
 // uncommitParams are the parameters of uncommit_planned, in the order
-// scanPlanned gives their values.
+// undoArgs gives their values.
 var uncommitParams = []string{
 	"id", "written", "from_state", "kind", "outcome", "version", "updated_at", "updated_ns",
 	"completed_at", "completed_ns", "result", "last_error", "error_class", "lease_expires_at", "lease_expires_ns",
@@ -71,7 +90,7 @@ var uncommitParams = []string{
 // the driver's error, with which the transaction is to be rolled back:
 // the members of rest then run alone, and those of done are answered
 // with it (their effects ran).
-func (s *Store) runPlanned(tx *connTx, ms []*member) (rest []*member, done []plannedDone, err error) {
+func (s *Store) runPlanned(tx *connTx, ms []*member) (rest []*member, done []*plannedDone, err error) {
 	var planned []*member
 	for _, m := range ms {
 		if m.plan != nil {
@@ -85,12 +104,12 @@ func (s *Store) runPlanned(tx *connTx, ms []*member) (rest []*member, done []pla
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
 	defer cancel()
-	found := make(map[int64]plannedDone, len(planned))
+	found := make([]plannedDone, len(planned)) // by member; m set when written
 	b := &pgx.Batch{}
 	pinned := tx.plans.pin(b)
 	b.Queue("SAVEPOINT pgstore_plans")
 	b.Queue(s.sql.commitPlanned, plannedArgs(planned)...).Query(func(rows pgx.Rows) error {
-		return scanPlanned(rows, found)
+		return scanPlanned(rows, found, planned)
 	})
 	tx.plans.unpin(b, pinned)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -100,9 +119,10 @@ func (s *Store) runPlanned(tx *connTx, ms []*member) (rest []*member, done []pla
 	// connection lost while the effects ran is then reported by it, before
 	// the COMMIT is sent, as a transaction that did not commit.
 	defer tx.queue("RELEASE SAVEPOINT pgstore_plans")
+	done = make([]*plannedDone, 0, len(planned))
 	for i, m := range planned {
-		d, ok := found[int64(i)]
-		if !ok {
+		d := &found[i]
+		if d.m == nil {
 			rest = append(rest, m)
 			continue
 		}
@@ -110,13 +130,12 @@ func (s *Store) runPlanned(tx *connTx, ms []*member) (rest []*member, done []pla
 		m.turn <- turn{planned: &d.job, fctx: s.fnContext(m.ctx, lazy), sp: lazy}
 		r := <-m.ret
 		if r.err == nil {
-			d.m = m
 			done = append(done, d)
 			continue
 		}
 		// The effect's own writes are undone (its savepoint); put the
 		// job back, and answer the member with the effect's error.
-		if err := tx.batchOf(ctx, s.sql.uncommitPlanned, d.undo).Close(); err != nil {
+		if err := tx.batchOf(ctx, s.sql.uncommitPlanned, d.undoArgs()).Close(); err != nil {
 			m.res <- result{err: wrapErr(m.ctx, "update", err, inTransaction)}
 			// The members after it have had no turn: they run alone.
 			return append(rest, planned[i+1:]...), done, err
@@ -161,38 +180,37 @@ func plannedArgs(ms []*member) []any {
 	return []any{ords, ids, execs, tokens, actors, results, nowAt, nowNs, sets, mSets, machines, froms, tos, outcomes, requireStarts}
 }
 
-// scanPlanned reads commit_planned's rows into found, by member.
-func scanPlanned(rows pgx.Rows, found map[int64]plannedDone) error {
+// scanPlanned reads commit_planned's rows into found, by member, with
+// the members ms.
+func scanPlanned(rows pgx.Rows, found []plannedDone, ms []*member) error {
 	defer rows.Close()
 	var r jobRow
 	var x execRow
-	var ord, oldVersion, oldSweeps int64
-	var from, actor, oldStatus, oldKind, oldOutcome, oldLastError, oldClass string
-	var oldResult []byte
-	var oldUpdated, oldCompleted, oldLease, oldHeartbeat, oldSweepRetry, oldWake, oldStarted, oldFinished tsPair
-	dest := append(append(r.dest(), x.dest()...), &ord, &from, &actor, &oldStatus, &oldVersion, &oldKind,
-		&oldOutcome, &oldUpdated.ts, &oldUpdated.ns, &oldCompleted.ts, &oldCompleted.ns, &oldResult,
-		&oldLastError, &oldClass, &oldLease.ts, &oldLease.ns, &oldHeartbeat.ts, &oldHeartbeat.ns,
-		&oldSweeps, &oldSweepRetry.ts, &oldSweepRetry.ns, &oldWake.ts, &oldWake.ns,
-		&oldStarted.ts, &oldStarted.ns, &oldFinished.ts, &oldFinished.ns)
+	var ord int64
+	var actor string
+	var o replaced
+	dest := append(append(r.dest(), x.dest()...), &ord, &o.from, &actor, &o.status, &o.version, &o.kind,
+		&o.outcome, &o.updated.ts, &o.updated.ns, &o.completed.ts, &o.completed.ns, &o.result,
+		&o.lastError, &o.class, &o.lease.ts, &o.lease.ns, &o.heartbeat.ts, &o.heartbeat.ns,
+		&o.sweeps, &o.sweepRetry.ts, &o.sweepRetry.ns, &o.wake.ts, &o.wake.ns,
+		&o.started.ts, &o.started.ns, &o.finished.ts, &o.finished.ns)
 	for rows.Next() {
-		r, x, oldResult = jobRow{}, execRow{}, nil
+		r, x, o.result = jobRow{}, execRow{}, nil
 		if err := rows.Scan(dest...); err != nil {
 			return err
+		}
+		if ord < 0 || ord >= int64(len(found)) {
+			return fmt.Errorf("commit_planned: member %d of %d", ord, len(found))
 		}
 		j, err := r.job()
 		if err != nil {
 			return err
 		}
 		rec := jobstate.Transition{
-			JobID: j.ID, Version: j.Version, From: jobstate.State(from), Event: jobstate.EventSucceed, To: j.State,
+			JobID: j.ID, Version: j.Version, From: jobstate.State(o.from), Event: jobstate.EventSucceed, To: j.State,
 			Actor: actor, ExecID: decUUID(x.id), At: x.ended.time(),
 		}
-		undo := []any{pgID(j.ID), j.Version, from, oldKind, oldOutcome, oldVersion, oldUpdated.ts, oldUpdated.ns,
-			oldCompleted.ts, oldCompleted.ns, oldResult, oldLastError, oldClass, oldLease.ts, oldLease.ns,
-			oldHeartbeat.ts, oldHeartbeat.ns, oldSweeps, oldSweepRetry.ts, oldSweepRetry.ns, oldWake.ts, oldWake.ns,
-			oldStatus, oldStarted.ts, oldStarted.ns, oldFinished.ts, oldFinished.ns}
-		found[ord] = plannedDone{job: j, recs: []jobstate.Transition{rec}, undo: undo}
+		found[ord] = plannedDone{m: ms[ord], job: j, recs: []jobstate.Transition{rec}, old: o}
 	}
 	return rows.Err()
 }

@@ -45,7 +45,7 @@ type group struct {
 	dirty    bool // a nested store call ran: reread the snapshots
 	// planned are the members done by their plans (groupplan.go),
 	// answered after the COMMIT.
-	planned []plannedDone
+	planned []*plannedDone
 }
 
 // fastWrite is a member's write in many.

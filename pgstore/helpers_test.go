@@ -116,3 +116,13 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// versionsAfter returns the schema versions Migrate applies to a schema
+// at version v: v+1 to SchemaVersion.
+func versionsAfter(v int) []int {
+	var out []int
+	for n := v + 1; n <= pgstore.SchemaVersion; n++ {
+		out = append(out, n)
+	}
+	return out
+}

@@ -25,7 +25,7 @@ func migrations() ([]migration, error) {
 }
 
 // SchemaVersion is the schema version this package's migrations lead to.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // Migrate brings the store's schema (opts.Schema, "public" when empty) to
 // SchemaVersion, creating the schema if it does not exist, and returns

@@ -69,7 +69,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 
 	applied, err := pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
 	require.NoError(t, err)
-	assert.Equal(t, []int{2, 3, 4, 5, 6, 7}, applied)
+	assert.Equal(t, versionsAfter(1), applied)
 	assert.Zero(t, foreignKeys())
 	for _, index := range []string{"jobs_owner", "jobs_key"} {
 		var def string
@@ -182,7 +182,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 	copyRows(t, pool, src, schema)
 	applied, err := pgstore.Migrate(ctx, pool, pgstore.Options{Schema: schema})
 	require.NoError(t, err)
-	assert.Equal(t, []int{3, 4, 5, 6, 7}, applied)
+	assert.Equal(t, versionsAfter(2), applied)
 	for _, index := range []string{"jobs_machine_state", "jobs_created", "jobs_updated"} {
 		var def string
 		require.NoError(t, pool.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = $2`, schema, index).Scan(&def))
@@ -293,13 +293,6 @@ func copyRows(t *testing.T, pool *pgxpool.Pool, from, to string) {
 func copyExecutionLists(t *testing.T, pool *pgxpool.Pool, from, to string) {
 	t.Helper()
 	ctx := context.Background()
-	store, err := pgstore.New(pool, pgstore.Options{Schema: from})
-	require.NoError(t, err)
-	defer store.Close()
-	rows, err := pool.Query(ctx, "SELECT id FROM "+pgx.Identifier{from, "jobs"}.Sanitize())
-	require.NoError(t, err)
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	require.NoError(t, err)
 	at := func(t time.Time) *string {
 		if t.IsZero() {
 			return nil
@@ -320,9 +313,7 @@ func copyExecutionLists(t *testing.T, pool *pgxpool.Pool, from, to string) {
 		Error          string    `json:"error,omitempty"`
 	}
 	update := "UPDATE " + pgx.Identifier{to, "jobs"}.Sanitize() + " SET execs = $2::jsonb WHERE id = $1"
-	for _, id := range ids {
-		xs, err := store.Executions(ctx, id)
-		require.NoError(t, err)
+	eachExecutions(t, pool, from, func(id uuid.UUID, xs []jobstate.Execution) {
 		list := make([]item, len(xs))
 		for i, x := range xs {
 			list[i] = item{ID: x.ID, Attempt: x.Attempt, Owner: x.Owner, Status: string(x.Status),
@@ -333,7 +324,7 @@ func copyExecutionLists(t *testing.T, pool *pgxpool.Pool, from, to string) {
 		require.NoError(t, err)
 		_, err = pool.Exec(ctx, update, id, string(data))
 		require.NoError(t, err)
-	}
+	})
 }
 
 // copyExecutions writes the executions of the jobs of schema from (kept
@@ -341,13 +332,6 @@ func copyExecutionLists(t *testing.T, pool *pgxpool.Pool, from, to string) {
 func copyExecutions(t *testing.T, pool *pgxpool.Pool, from, to string) {
 	t.Helper()
 	ctx := context.Background()
-	store, err := pgstore.New(pool, pgstore.Options{Schema: from})
-	require.NoError(t, err)
-	defer store.Close()
-	rows, err := pool.Query(ctx, "SELECT id FROM "+pgx.Identifier{from, "jobs"}.Sanitize())
-	require.NoError(t, err)
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	require.NoError(t, err)
 	// An instant as the older schema stored it: the microseconds and the
 	// nanoseconds below ('-infinity' and 0 for the zero time).
 	at := func(t time.Time) (pgtype.Timestamptz, int16) {
@@ -360,9 +344,7 @@ func copyExecutions(t *testing.T, pool *pgxpool.Pool, from, to string) {
 	insert := "INSERT INTO " + pgx.Identifier{to, "executions"}.Sanitize() + ` (job_id, id, attempt, owner, status,
  lease_expires_at, lease_expires_ns, heartbeat_at, heartbeat_ns, claimed_at, claimed_ns, started_at, started_ns,
  finished_at, finished_ns, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
-	for _, id := range ids {
-		xs, err := store.Executions(ctx, id)
-		require.NoError(t, err)
+	eachExecutions(t, pool, from, func(id uuid.UUID, xs []jobstate.Execution) {
 		for _, x := range xs {
 			lease, leaseNs := at(x.LeaseExpiresAt)
 			hb, hbNs := at(x.HeartbeatAt)
@@ -373,6 +355,25 @@ func copyExecutions(t *testing.T, pool *pgxpool.Pool, from, to string) {
 				lease, leaseNs, hb, hbNs, claimed, claimedNs, started, startedNs, finished, finishedNs, x.Error)
 			require.NoError(t, err)
 		}
+	})
+}
+
+// eachExecutions calls fn with the id and the executions of every job of
+// schema from.
+func eachExecutions(t *testing.T, pool *pgxpool.Pool, from string, fn func(uuid.UUID, []jobstate.Execution)) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := pgstore.New(pool, pgstore.Options{Schema: from})
+	require.NoError(t, err)
+	defer store.Close()
+	rows, err := pool.Query(ctx, "SELECT id FROM "+pgx.Identifier{from, "jobs"}.Sanitize())
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(t, err)
+	for _, id := range ids {
+		xs, err := store.Executions(ctx, id)
+		require.NoError(t, err)
+		fn(id, xs)
 	}
 }
 

@@ -16,7 +16,9 @@ import (
 // section, as a reviewer reads it: the tables qualified by {schema},
 // the long column lists of a job as {job_columns}, {exec_columns} and
 // {snapshot_columns} (the codec's scan order, jobColumns, execColumns
-// and snapColumns), and parameters by name (@id). A statement is compiled
+// and snapColumns), parameters by name (@id), and a part several
+// statements share as a "-- fragment:" section, put in where a statement
+// names it ({claim_ready}). A statement is compiled
 // once per Store: the schema and the column lists are put in, and each
 // parameter becomes $k, k its place in the list the store declares for
 // the statement (newStatements), which is the order its callers send
@@ -25,11 +27,13 @@ import (
 //go:embed queries/*.sql
 var queryFiles embed.FS
 
-// queryNameLine is a section's first line.
-var queryNameLine = regexp.MustCompile(`^-- name: ([a-z_]+)$`)
+// queryNameLine is a section's first line: a statement's, or a
+// fragment's.
+var queryNameLine = regexp.MustCompile(`^-- (name|fragment): ([a-z_]+)$`)
 
-// readQueries returns the statements of the files in queries/ by name.
-// Whole-line comments and blank lines are left out of each statement.
+// readQueries returns the statements and the fragments of the files in
+// queries/ by name, a fragment's name in braces ({claim_ready}).
+// Whole-line comments and blank lines are left out of each.
 func readQueries() (map[string]string, error) {
 	out := map[string]string{}
 	err := fs.WalkDir(queryFiles, "queries", func(path string, d fs.DirEntry, err error) error {
@@ -59,7 +63,10 @@ func readQueries() (map[string]string, error) {
 				if err := flush(); err != nil {
 					return err
 				}
-				name, lines = m[1], nil
+				name, lines = m[2], nil
+				if m[1] == "fragment" {
+					name = "{" + name + "}"
+				}
 				continue
 			}
 			if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "--") {
@@ -83,11 +90,13 @@ func readQueries() (map[string]string, error) {
 
 // queryBook compiles the statements of readQueries for one schema.
 type queryBook struct {
-	texts map[string]string
-	lists *strings.Replacer
-	known map[string]bool // the placeholders lists replaces
-	used  map[string]bool
-	err   error
+	texts     map[string]string
+	frags     *strings.Replacer // the fragments, by their placeholders
+	fragNames []string
+	lists     *strings.Replacer
+	known     map[string]bool // the placeholders lists replaces
+	used      map[string]bool
+	err       error
 }
 
 func newQueryBook(schema string) (*queryBook, error) {
@@ -106,7 +115,14 @@ func newQueryBook(schema string) (*queryBook, error) {
 	for i := 0; i < len(lists); i += 2 {
 		known[lists[i]] = true
 	}
-	return &queryBook{texts: texts, lists: strings.NewReplacer(lists...), known: known, used: map[string]bool{}}, nil
+	var frags, names []string
+	for name, text := range texts {
+		if strings.HasPrefix(name, "{") {
+			frags, names = append(frags, name, text), append(names, name)
+			delete(texts, name)
+		}
+	}
+	return &queryBook{texts: texts, frags: strings.NewReplacer(frags...), fragNames: names, lists: strings.NewReplacer(lists...), known: known, used: map[string]bool{}}, nil
 }
 
 // stmt returns the statement name, compiled with the parameters params
@@ -118,6 +134,12 @@ func (b *queryBook) stmt(name string, params ...string) string {
 		return ""
 	}
 	b.used[name] = true
+	for _, f := range b.fragNames {
+		if strings.Contains(text, f) {
+			b.used[f] = true
+		}
+	}
+	text = b.frags.Replace(text)
 	for _, p := range placeholder.FindAllString(text, -1) {
 		if !b.known[p] {
 			b.fail(fmt.Errorf("statement %s: unknown placeholder %s", name, p))
@@ -137,14 +159,19 @@ func (b *queryBook) fail(err error) {
 	}
 }
 
-// done returns the book's first error, or names the statements of the
-// files that were never compiled.
+// done returns the book's first error, or names the statements and
+// fragments of the files that were never compiled.
 func (b *queryBook) done() error {
 	if b.err != nil {
 		return b.err
 	}
 	var unused []string
 	for name := range b.texts {
+		if !b.used[name] {
+			unused = append(unused, name)
+		}
+	}
+	for _, name := range b.fragNames {
 		if !b.used[name] {
 			unused = append(unused, name)
 		}

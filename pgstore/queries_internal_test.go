@@ -84,8 +84,8 @@ func TestCompileQuery(t *testing.T) {
 }
 
 // TestQueryBookRefuses: a statement the files lack, a placeholder the
-// book does not know, and a statement of the files no field uses, are
-// errors of newStatements' book.
+// book does not know, and a statement or fragment of the files no field
+// uses, are errors of newStatements' book.
 func TestQueryBookRefuses(t *testing.T) {
 	b, err := newQueryBook("jobstate")
 	if err != nil {
@@ -105,5 +105,37 @@ func TestQueryBookRefuses(t *testing.T) {
 	b.stmt("get", "id")
 	if err := b.done(); err == nil || !strings.Contains(err.Error(), "not used") {
 		t.Errorf("unused statements: %v", err)
+	}
+	if _, err := newStatements("jobstate"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = newQueryBook("jobstate")
+	for name := range b.texts {
+		b.stmt(name)
+	}
+	b.err = nil // the parameters were not declared: only the fragments are asked about
+	b.fragNames = append(b.fragNames, "{spare}")
+	if err := b.done(); err == nil || !strings.Contains(err.Error(), "not used: {spare}") {
+		t.Errorf("an unused fragment: %v", err)
+	}
+}
+
+// TestFragmentsPutIn: a statement naming a fragment gets the fragment's
+// text, with the fragment's own placeholders and parameters compiled.
+func TestFragmentsPutIn(t *testing.T) {
+	s, err := newStatements("jobstate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, sql := range map[string]string{"claim": s.claim, "claimKeyed": s.claimKeyed, "claimPlanned": s.claimPlanned} {
+		if !regexp.MustCompile(`WITH u AS MATERIALIZED \(\s+SELECT id, machine`).MatchString(sql) {
+			t.Errorf("%s lacks the walk of claim_ready: %s", name, sql)
+		}
+		if !strings.Contains(sql, `FROM "jobstate".jobs`) {
+			t.Errorf("%s: the fragment's schema not put in: %s", name, sql)
+		}
+	}
+	if !strings.Contains(s.claim, "k AS MATERIALIZED") || !strings.Contains(s.claimPlanned, "pg_try_advisory_xact_lock") {
+		t.Errorf("claim_heads not put in: %s", s.claim)
 	}
 }

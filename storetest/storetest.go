@@ -46,6 +46,7 @@ func Run(t *testing.T, newStore NewStore, opts ...Option) {
 	t.Run("CreateBatch", func(t *testing.T) { RunCreateBatch(t, newStore) })
 	t.Run("Notify", func(t *testing.T) { RunNotify(t, newStore) })
 	t.Run("KeyLimits", func(t *testing.T) { RunKeyLimits(t, newStore) })
+	t.Run("Plans", func(t *testing.T) { RunPlans(t, newStore) })
 	t.Run("Vectors", func(t *testing.T) { conformance.Run(t, newStore) })
 	// Three generated scenarios of each of the corpus's machines; the
 	// conformance package replays the whole corpus on memstore.

@@ -23,8 +23,11 @@
 -- whose head is not due costs the walk one key_heads entry, whatever its
 -- backlog.
 
--- name: claim
-WITH u AS MATERIALIZED (
+-- The walk u of the claims: the first @n due ready jobs of @machine
+-- without a concurrency key, in claim order, locked.
+
+-- fragment: claim_ready
+u AS MATERIALIZED (
   SELECT {snapshot_columns}, due_at AS o_due, due_ns AS o_due_ns
     FROM {schema}.jobs
    WHERE machine = @machine AND kind = 'ready' AND concurrency_key = ''
@@ -32,7 +35,12 @@ WITH u AS MATERIALIZED (
    ORDER BY priority DESC, due_at, due_ns, created_at, created_ns, id
    LIMIT @n
      FOR NO KEY UPDATE SKIP LOCKED
-),
+)
+
+-- The walk k of the claims without a limit per key: the first @n due
+-- heads, each locked with its key's lock.
+
+-- fragment: claim_heads
 k AS MATERIALIZED (
   SELECT {j.snapshot_columns}, j.due_at AS o_due, j.due_ns AS o_due_ns
     FROM {schema}.key_heads h JOIN {schema}.jobs j ON j.id = h.job_id
@@ -45,7 +53,11 @@ k AS MATERIALIZED (
    ORDER BY h.priority DESC, h.due_at, h.due_ns, h.created_at, h.created_ns, h.job_id
    LIMIT @n
      FOR NO KEY UPDATE OF j SKIP LOCKED
-),
+)
+
+-- name: claim
+WITH {claim_ready},
+{claim_heads},
 c AS MATERIALIZED (
   SELECT * FROM (SELECT * FROM u UNION ALL SELECT * FROM k) a
    ORDER BY priority DESC, o_due, o_due_ns, created_at, created_ns, id
@@ -63,15 +75,7 @@ SELECT {snapshot_columns} FROM c
 -- costs the walk one key_heads entry, whatever its backlog.
 
 -- name: claim_keyed
-WITH u AS MATERIALIZED (
-  SELECT {snapshot_columns}, due_at AS o_due, due_ns AS o_due_ns
-    FROM {schema}.jobs
-   WHERE machine = @machine AND kind = 'ready' AND concurrency_key = ''
-     AND (not_before, not_before_ns) <= (@now_at, @now_ns) AND id <> ALL (@excluded)
-   ORDER BY priority DESC, due_at, due_ns, created_at, created_ns, id
-   LIMIT @n
-     FOR NO KEY UPDATE SKIP LOCKED
-),
+WITH {claim_ready},
 k AS MATERIALIZED (
   SELECT {j.snapshot_columns}, j.due_at AS o_due, j.due_ns AS o_due_ns
     FROM {schema}.key_heads h JOIN {schema}.jobs j ON j.id = h.job_id
@@ -136,28 +140,8 @@ SELECT e.*
 -- jobstate.claimed for claim_effects.
 
 -- name: claim_planned
-WITH u AS MATERIALIZED (
-  SELECT {snapshot_columns}, due_at AS o_due, due_ns AS o_due_ns
-    FROM {schema}.jobs
-   WHERE machine = @machine AND kind = 'ready' AND concurrency_key = ''
-     AND (not_before, not_before_ns) <= (@now_at, @now_ns) AND id <> ALL (@excluded)
-   ORDER BY priority DESC, due_at, due_ns, created_at, created_ns, id
-   LIMIT @n
-     FOR NO KEY UPDATE SKIP LOCKED
-),
-k AS MATERIALIZED (
-  SELECT {j.snapshot_columns}, j.due_at AS o_due, j.due_ns AS o_due_ns
-    FROM {schema}.key_heads h JOIN {schema}.jobs j ON j.id = h.job_id
-   WHERE h.machine = @machine AND (h.not_before, h.not_before_ns) <= (@now_at, @now_ns)
-     AND h.job_id <> ALL (@excluded)
-     AND j.kind = 'ready' AND (j.not_before, j.not_before_ns) <= (@now_at, @now_ns)
-     AND CASE WHEN (h.not_before, h.not_before_ns) > (@now_at, @now_ns) OR h.job_id = ANY (@excluded) THEN false
-              ELSE pg_try_advisory_xact_lock(hashtextextended(@lock_prefix || h.concurrency_key, 0))
-         END
-   ORDER BY h.priority DESC, h.due_at, h.due_ns, h.created_at, h.created_ns, h.job_id
-   LIMIT @n
-     FOR NO KEY UPDATE OF j SKIP LOCKED
-),
+WITH {claim_ready},
+{claim_heads},
 c AS MATERIALIZED (
   SELECT a.*, row_number() OVER (ORDER BY priority DESC, o_due, o_due_ns, created_at, created_ns, id) AS ord
     FROM (SELECT * FROM u UNION ALL SELECT * FROM k) a

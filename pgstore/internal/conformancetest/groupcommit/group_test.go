@@ -19,7 +19,8 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // TestConformanceGroupCommit runs the conformance suite on stores with
 // group commit: the parts that write through Update (the contract, its
 // concurrency, the engine with its stress test, the hardening, batches
-// and the vectors, the stress and nested-creation tests at 2,000 jobs);
+// and the vectors, the stress and nested-creation tests at 2,000 jobs),
+// and the plans, which only a store with group commit applies to commits;
 // the whole suite at full size with JOBSTATE_CONFORMANCE_FULL=1.
 // (The properties, faults, listing and notification parts go through the
 // same Update path the others check, and are run in full on the default
@@ -41,4 +42,6 @@ func TestConformanceGroupCommit(t *testing.T) {
 	t.Run("Hardening", func(t *testing.T) { storetest.RunHardening(t, newStore, small...) })
 	t.Run("Batch", func(t *testing.T) { storetest.RunBatch(t, newStore) })
 	t.Run("Vectors", func(t *testing.T) { conformance.Run(t, newStore) })
+	// Commit plans are applied only with group commit.
+	t.Run("Plans", func(t *testing.T) { storetest.RunPlans(t, newStore) })
 }
