@@ -184,7 +184,7 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 					live = &n
 				}
 				offers++
-				j, err := s.offer(ctx, tx, lazy, &snaps[i], fn, live, &many, writes)
+				j, added, err := s.offer(ctx, tx, lazy, &snaps[i], fn, live, &many, writes)
 				if err != nil {
 					return nil, err
 				}
@@ -192,7 +192,7 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 					continue
 				}
 				if live != nil {
-					keys.live[snaps[i].Job.ConcurrencyKey] += j.Leases - snaps[i].Job.Leases
+					keys.live[snaps[i].Job.ConcurrencyKey] += added
 				}
 				results = append(results, j)
 			}
@@ -218,10 +218,11 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 // offer runs fn on one candidate of a claim batch, in a savepoint of its
 // own (taken only if fn writes through the transaction), checks the
 // concurrency key's limit (live: the key's live executions, nil without
-// a limit) and stages the job's write in many and writes. It returns the
-// job as it will be written, or nil when fn skipped it (what fn wrote is
-// undone); any other error of fn is returned as it is.
-func (s *Store) offer(ctx context.Context, tx *connTx, lazy *lazyTx, snap *jobstate.Snapshot, fn jobstate.UpdateFunc, live *int, many *multiWrite, writes *pgx.Batch) (*jobstate.Job, error) {
+// a limit) and stages the job's write in many and writes. It returns
+// the job to be filled in as written when the batch's writes return, or
+// nil when fn skipped it (what fn wrote is undone), and the live
+// executions the write adds; any other error of fn is returned as it is.
+func (s *Store) offer(ctx context.Context, tx *connTx, lazy *lazyTx, snap *jobstate.Snapshot, fn jobstate.UpdateFunc, live *int, many *multiWrite, writes *pgx.Batch) (*jobstate.Job, int, error) {
 	end, _ := lazy.Savepoint(ctx)
 	w, err := fn(s.fnContext(ctx, lazy), *snap)
 	if err == nil {
@@ -229,21 +230,21 @@ func (s *Store) offer(ctx context.Context, tx *connTx, lazy *lazyTx, snap *jobst
 	}
 	if err != nil {
 		if eerr := end(false); eerr != nil {
-			return nil, eerr
+			return nil, 0, eerr
 		}
 		if errors.Is(err, jobstate.ErrSkip) {
-			return nil, nil
+			return nil, 0, nil
 		}
-		return nil, err
+		return nil, 0, err
 	}
 	if err := end(true); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	j := new(jobstate.Job)
 	if err := s.stage(tx.plans, snap, &w, j, many, writes); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return j, nil
+	return j, w.Job.Leases - snap.Job.Leases, nil
 }
 
 // gateBatch counts the live executions of the concurrency keys of snaps

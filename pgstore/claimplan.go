@@ -54,7 +54,7 @@ func (s *Store) claimBatchPlanned(ctx context.Context, q jobstate.ClaimQuery, n 
 					results = append(results, j)
 					continue
 				}
-				j, err := s.offer(ctx, tx, lazy, snap, fn, nil, &many, writes)
+				j, _, err := s.offer(ctx, tx, lazy, snap, fn, nil, &many, writes)
 				if err != nil {
 					return nil, err
 				}

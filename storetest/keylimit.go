@@ -21,7 +21,7 @@ import (
 // RunKeyLimits checks Policy.MaxPerKey, the limit of live executions per
 // concurrency key, on a store that enforces it (jobstate.KeyLimiter): the
 // claims skip a key at its limit and take the other keys' jobs in claim
-// order, a claim of a named job at its key's limit is refused and changes
+// order, a batch claim counts the jobs it took itself, a claim of a named job at its key's limit is refused and changes
 // nothing, an expired lease counts until it is reclaimed, concurrent
 // claims never pass the limit, and a random sequence of operations never
 // leaves more live executions on a key than the limit, nor a claimable job
@@ -45,6 +45,7 @@ func RunKeyLimits(t *testing.T, newStore NewStore) {
 	}
 	t.Run("ClaimSkipsKeysAtLimit", func(t *testing.T) { testKeySkip(t, newStore) })
 	t.Run("LimitAboveOne", func(t *testing.T) { testKeyLimitTwo(t, newStore) })
+	t.Run("BatchCountsItsOwnClaims", func(t *testing.T) { testKeyBatchCounts(t, newStore) })
 	t.Run("ClaimJobRefusedAtLimit", func(t *testing.T) { testKeyClaimJob(t, newStore) })
 	t.Run("StoreRefusesWrite", func(t *testing.T) { testKeyStoreRefuses(t, newStore) })
 	t.Run("LimitPerMachine", func(t *testing.T) { testKeyPerMachine(t, newStore) })
@@ -132,6 +133,30 @@ func testKeyLimitTwo(t *testing.T, newStore NewStore) {
 	got, err := f.Eng.ClaimMany(f.Ctx, jobstate.ClaimRequest{Machine: "keyed", Worker: "w"}, 5)
 	assert.ErrorIs(t, err, jobstate.ErrNoJob, "a batch claim passes the limit no more than a single one")
 	assert.Empty(t, got)
+}
+
+// testKeyBatchCounts: one batch claim takes a key's jobs only up to the
+// limit, counting the live execution the key had before it and each job
+// of the key the batch itself took. The key's jobs have priorities of
+// their own, so that a store that offers a key's first job per priority
+// (pgstore's heads) may offer several of them to one batch.
+func testKeyBatchCounts(t *testing.T, newStore NewStore) {
+	f := newFixture(t, newStore, nil, keySpec("keyed", 3))
+	keyed := func(k string, priority int) jobstate.Job {
+		f.Clock.Advance(time.Second)
+		return f.Create("keyed", jobstate.NewJob{ConcurrencyKey: k, Priority: priority})
+	}
+	first := keyed("a", 5)
+	assert.Equal(t, first.ID, f.claimOrNone("keyed").Job.ID)
+	a2, a1, a0, b := keyed("a", 2), keyed("a", 1), keyed("a", 0), keyed("b", 0)
+	got, err := f.Eng.ClaimMany(f.Ctx, jobstate.ClaimRequest{Machine: "keyed", Worker: "w"}, 6)
+	require.NoError(t, err)
+	var ids []uuid.UUID
+	for _, c := range got {
+		ids = append(ids, c.Job.ID)
+	}
+	assert.Equal(t, []uuid.UUID{a2.ID, a1.ID, b.ID}, ids, "a's live execution and the two the batch took make three")
+	assert.Equal(t, "QUEUED", string(f.Get(a0.ID).State))
 }
 
 func testKeyClaimJob(t *testing.T, newStore NewStore) {
