@@ -35,7 +35,7 @@ func RunPlans(t *testing.T, newStore NewStore) {
 	_, claims := a.(jobstate.BatchClaimer)
 	_, creates := a.(jobstate.BatchCreator)
 	if !claims || !creates {
-		t.Skip("the store neither claims nor creates in batches")
+		t.Skip("plans reach a store through ClaimBatch and CreateBatch, and this one lacks one of them")
 	}
 	ids := [2]func() (uuid.UUID, error){countingIDs(), countingIDs()}
 	cases := 0
