@@ -208,11 +208,16 @@ func (s *Store) ClaimBatch(ctx context.Context, q jobstate.ClaimQuery, n int, fn
 	if err != nil {
 		return nil, err
 	}
-	out := make([]jobstate.Job, len(results))
-	for i, j := range results {
+	return jobsOf(results), nil
+}
+
+// jobsOf returns the jobs a claim batch took, as written.
+func jobsOf(taken []*jobstate.Job) []jobstate.Job {
+	out := make([]jobstate.Job, len(taken))
+	for i, j := range taken {
 		out[i] = *j
 	}
-	return out, nil
+	return out
 }
 
 // offer runs fn on one candidate of a claim batch, in a savepoint of its

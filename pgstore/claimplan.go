@@ -76,11 +76,7 @@ func (s *Store) claimBatchPlanned(ctx context.Context, q jobstate.ClaimQuery, n 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]jobstate.Job, len(results))
-	for i, j := range results {
-		out[i] = *j
-	}
-	return out, nil
+	return jobsOf(results), nil
 }
 
 // plannedSnapshots runs claim_planned for up to n candidates not in

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/enginesuite"
 	"github.com/jobstate/jobstate/internal/machines"
 	"github.com/jobstate/jobstate/pgstore"
 	"github.com/jobstate/jobstate/pgstore/pgtest"
@@ -152,43 +153,35 @@ func TestClaimPlanAsTheFunction(t *testing.T) {
 // from a and b, executions' ids aside.
 func compareSides(t *testing.T, round int, a, b *jobstate.Engine, ids []uuid.UUID) {
 	t.Helper()
-	ctx := context.Background()
 	for _, id := range ids {
-		ja, err := a.Get(ctx, id)
-		must(t, err)
-		jb, err := b.Get(ctx, id)
-		must(t, err)
-		ja.Committed, jb.Committed = uuid.Nil, uuid.Nil
-		if !reflect.DeepEqual(ja, jb) {
-			t.Fatalf("round %d: job %s\nwith plans %+v\nwithout    %+v", round, id, ja, jb)
-		}
-		xa, err := a.Executions(ctx, id)
-		must(t, err)
-		xb, err := b.Executions(ctx, id)
-		must(t, err)
-		for i := range xa {
-			xa[i].ID = uuid.Nil
-		}
-		for i := range xb {
-			xb[i].ID = uuid.Nil
-		}
-		if !reflect.DeepEqual(xa, xb) {
-			t.Fatalf("round %d: job %s executions\nwith plans %+v\nwithout    %+v", round, id, xa, xb)
-		}
-		ha, err := a.History(ctx, id)
-		must(t, err)
-		hb, err := b.History(ctx, id)
-		must(t, err)
-		for i := range ha {
-			ha[i].ExecID = uuid.Nil
-		}
-		for i := range hb {
-			hb[i].ExecID = uuid.Nil
-		}
-		if !reflect.DeepEqual(ha, hb) {
-			t.Fatalf("round %d: job %s history\nwith plans %+v\nwithout    %+v", round, id, ha, hb)
+		sa, sb := sideRecords(t, a, id), sideRecords(t, b, id)
+		if !reflect.DeepEqual(sa, sb) {
+			t.Fatalf("round %d: job %s\nwith plans %+v\nwithout    %+v", round, id, sa, sb)
 		}
 	}
+}
+
+// sideRecords reads job id, its executions and its history from e, with
+// the ids of its executions left out.
+func sideRecords(t *testing.T, e *jobstate.Engine, id uuid.UUID) enginesuite.State {
+	t.Helper()
+	ctx := context.Background()
+	var s enginesuite.State
+	var err error
+	s.Job, err = e.Get(ctx, id)
+	must(t, err)
+	s.Execs, err = e.Executions(ctx, id)
+	must(t, err)
+	s.History, err = e.History(ctx, id)
+	must(t, err)
+	s.Job.Committed = uuid.Nil
+	for i := range s.Execs {
+		s.Execs[i].ID = uuid.Nil
+	}
+	for i := range s.History {
+		s.History[i].ExecID = uuid.Nil
+	}
+	return s
 }
 
 // noCommitPlans is a store with group commit that applies neither claim

@@ -58,7 +58,7 @@ type plannedDone struct {
 // state it left, and the columns it set that uncommit_planned puts back.
 type replaced struct {
 	from, status, kind, outcome, lastError, class string
-	version, sweeps                               int64
+	sweeps                                        int64
 	result                                        []byte
 	updated, completed, lease, heartbeat          tsPair
 	sweepRetry, wake, started, finished           tsPair
@@ -68,7 +68,7 @@ type replaced struct {
 // that put d's job back as it was.
 func (d *plannedDone) undoArgs() []any {
 	o := &d.old
-	return []any{pgID(d.job.ID), d.job.Version, o.from, o.kind, o.outcome, o.version, o.updated.ts, o.updated.ns,
+	return []any{pgID(d.job.ID), d.job.Version, o.from, o.kind, o.outcome, o.updated.ts, o.updated.ns,
 		o.completed.ts, o.completed.ns, o.result, o.lastError, o.class, o.lease.ts, o.lease.ns,
 		o.heartbeat.ts, o.heartbeat.ns, o.sweeps, o.sweepRetry.ts, o.sweepRetry.ns, o.wake.ts, o.wake.ns,
 		o.status, o.started.ts, o.started.ns, o.finished.ts, o.finished.ns}
@@ -77,7 +77,7 @@ func (d *plannedDone) undoArgs() []any {
 // uncommitParams are the parameters of uncommit_planned, in the order
 // undoArgs gives their values.
 var uncommitParams = []string{
-	"id", "written", "from_state", "kind", "outcome", "version", "updated_at", "updated_ns",
+	"id", "written", "from_state", "kind", "outcome", "updated_at", "updated_ns",
 	"completed_at", "completed_ns", "result", "last_error", "error_class", "lease_expires_at", "lease_expires_ns",
 	"heartbeat_at", "heartbeat_ns", "sweep_failures", "sweep_retry_at", "sweep_retry_ns", "wake_at", "wake_ns",
 	"exec_status", "exec_started_at", "exec_started_ns", "exec_finished_at", "exec_finished_ns",
@@ -189,7 +189,7 @@ func scanPlanned(rows pgx.Rows, found []plannedDone, ms []*member) error {
 	var ord int64
 	var actor string
 	var o replaced
-	dest := append(append(r.dest(), x.dest()...), &ord, &o.from, &actor, &o.status, &o.version, &o.kind,
+	dest := append(append(r.dest(), x.dest()...), &ord, &o.from, &actor, &o.status, &o.kind,
 		&o.outcome, &o.updated.ts, &o.updated.ns, &o.completed.ts, &o.completed.ns, &o.result,
 		&o.lastError, &o.class, &o.lease.ts, &o.lease.ns, &o.heartbeat.ts, &o.heartbeat.ns,
 		&o.sweeps, &o.sweepRetry.ts, &o.sweepRetry.ns, &o.wake.ts, &o.wake.ns,

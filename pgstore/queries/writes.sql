@@ -296,7 +296,7 @@ m AS (
     AS m (set, machine, from_state, to_state, outcome, require_start)
 ),
 c AS MATERIALIZED (
-  SELECT d.*, m.from_state, m.to_state, m.outcome, j.exec_status AS old_exec_status, j.old_version, j.old_kind,
+  SELECT d.*, m.from_state, m.to_state, m.outcome, j.exec_status AS old_exec_status, j.old_kind,
          j.old_outcome, j.old_updated_at, j.old_updated_ns, j.old_completed_at, j.old_completed_ns, j.old_result,
          j.old_last_error, j.old_error_class, j.old_lease_expires_at, j.old_lease_expires_ns,
          j.old_heartbeat_at, j.old_heartbeat_ns, j.old_sweep_failures, j.old_sweep_retry_at, j.old_sweep_retry_ns,
@@ -304,7 +304,7 @@ c AS MATERIALIZED (
          j.old_exec_finished_at, j.old_exec_finished_ns
     FROM d
    CROSS JOIN LATERAL (
-     SELECT j.machine, j.state, j.exec_status, j.version AS old_version, j.kind AS old_kind,
+     SELECT j.machine, j.state, j.exec_status, j.kind AS old_kind,
             j.outcome AS old_outcome, j.updated_at AS old_updated_at, j.updated_ns AS old_updated_ns,
             j.completed_at AS old_completed_at, j.completed_ns AS old_completed_ns, j.result AS old_result,
             j.last_error AS old_last_error, j.error_class AS old_error_class,
@@ -335,7 +335,7 @@ w AS (
     exec_started_ns = CASE WHEN isfinite(j.exec_started_at) THEN j.exec_started_ns ELSE c.now_ns END
     FROM c
    WHERE j.id = c.id
-  RETURNING {j.snapshot_columns}, c.ord, c.from_state, c.actor, c.old_exec_status, c.old_version, c.old_kind,
+  RETURNING {j.snapshot_columns}, c.ord, c.from_state, c.actor, c.old_exec_status, c.old_kind,
          c.old_outcome, c.old_updated_at, c.old_updated_ns, c.old_completed_at, c.old_completed_ns, c.old_result,
          c.old_last_error, c.old_error_class, c.old_lease_expires_at, c.old_lease_expires_ns,
          c.old_heartbeat_at, c.old_heartbeat_ns, c.old_sweep_failures, c.old_sweep_retry_at, c.old_sweep_retry_ns,
@@ -350,14 +350,14 @@ SELECT * FROM w ORDER BY ord
 
 -- A planned member's job put back as it was before commit_planned wrote
 -- it at the version @written (its member's effect failed): the columns
--- that statement set get the values it replaced (the job was in
+-- that statement set get the values it replaced (the version one less) (the job was in
 -- @from_state, with one live execution and nothing committed), and the
 -- history row it inserted is deleted.
 
 -- name: uncommit_planned
 WITH u AS (
   UPDATE {schema}.jobs SET
-    state = @from_state, kind = @kind, outcome = @outcome, version = @version,
+    state = @from_state, kind = @kind, outcome = @outcome, version = @written::int8 - 1,
     updated_at = @updated_at, updated_ns = @updated_ns, completed_at = @completed_at, completed_ns = @completed_ns,
     committed = NULL, result = @result, last_error = @last_error, error_class = @error_class, leases = 1,
     lease_expires_at = @lease_expires_at, lease_expires_ns = @lease_expires_ns,
