@@ -151,13 +151,17 @@ func (b bounded) SendBatch(ctx context.Context, batch *pgx.Batch) pgx.BatchResul
 	return &guardedBatch{BatchResults: b.q.SendBatch(gctx, batch), end: g.release}
 }
 
-// CopyFrom runs COPY FROM.
+// CopyFrom runs COPY FROM; the store's binary COPY data (binaryCopy) is
+// sent on the connection as it is, its own columns named.
 func (b bounded) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
 	gctx, g, err := b.start(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer g.release()
+	if c, ok := src.(*binaryCopy); ok {
+		return c.send(gctx, b.conn().PgConn(), table)
+	}
 	return b.q.CopyFrom(gctx, table, cols, src)
 }
 

@@ -126,39 +126,19 @@ const execColumns = `earlier_execs, exec_id, exec_attempt, exec_owner, exec_stat
 const jobWriteColumns = jobColumns + `, due_at, due_ns, ` + execColumns
 
 // jobArgs returns the values of jobWriteColumns for j and its
-// executions execs (all of them, as mergeExecs returns them).
+// executions execs (all of them, as mergeExecs returns them), each boxed
+// for a statement's arguments, with room for writeParams after them.
 func jobArgs(j *jobstate.Job, execs []jobstate.Execution) ([]any, error) {
-	kind, err := encKind(j.Kind)
-	if err != nil {
+	var v rowValues
+	if err := v.set(j, execs); err != nil {
 		return nil, err
 	}
-	xargs, err := execArgs(execs)
-	if err != nil {
-		return nil, err
-	}
-	created, createdNs := encTime(j.CreatedAt)
-	updated, updatedNs := encTime(j.UpdatedAt)
-	started, startedNs := encTime(j.StartedAt)
-	completed, completedNs := encTime(j.CompletedAt)
-	notBefore, notBeforeNs := encTime(j.NotBefore)
-	deadline, deadlineNs := encTime(j.Deadline)
-	leaseExp, leaseExpNs := encTime(j.LeaseExpiresAt)
-	hb, hbNs := encTime(j.HeartbeatAt)
-	wake, wakeNs := encNullTime(j.WakeAt)
-	retry, retryNs := encTime(j.SweepRetryAt)
-	due, dueNs := encTime(j.DueAt())
-	// Room for the values a write sends after them (writeParams).
+	var ptrs [jobWriteCount]any
 	args := make([]any, 0, len(jobParams)+len(writeParams))
-	return append(append(args,
-		pgID(j.ID), j.Machine, string(j.State), kind, string(j.Outcome), j.Payload, j.Result, j.Version, j.Attempt,
-		j.RetryCount, j.MaxRetries, string(j.Backoff.Kind), int64(j.Backoff.Initial), j.Backoff.Factor, int64(j.Backoff.Max),
-		string(j.Backoff.Jitter), j.OwnBackoff, j.LastError, string(j.ErrorClass), j.IdempotencyKey, j.Fingerprint, j.Owner,
-		j.Priority, created, createdNs, updated, updatedNs, started, startedNs,
-		completed, completedNs, notBefore, notBeforeNs, deadline, deadlineNs, j.Leases,
-		leaseExp, leaseExpNs, hb, hbNs, encUUID(j.Committed),
-		j.CancelRequested, wake, wakeNs, j.SweepFailures, retry, retryNs,
-		j.ConcurrencyKey, due, dueNs,
-	), xargs...), nil
+	for _, p := range v.appendPtrs(ptrs[:0]) {
+		args = append(args, deref(p))
+	}
+	return args, nil
 }
 
 // jobRow is the scan target of jobColumns.
@@ -181,8 +161,12 @@ type jobRow struct {
 	cancelRequested                                 bool
 }
 
-func (r *jobRow) dest() []any {
-	return []any{
+func (r *jobRow) dest() []any { return r.appendDest(make([]any, 0, jobColumnCount)) }
+
+// appendDest appends to dst a pointer to each field of r, in the order of
+// jobColumns: where a row is scanned to, and what rowValues sends.
+func (r *jobRow) appendDest(dst []any) []any {
+	return append(dst,
 		&r.id, &r.machine, &r.state, &r.kind, &r.outcome, &r.payload, &r.result, &r.version, &r.attempt,
 		&r.retryCount, &r.maxRetries, &r.boKind, &r.boInitial, &r.boFactor, &r.boMax,
 		&r.boJitter, &r.ownBackoff, &r.lastError, &r.errorClass, &r.key, &r.fingerprint, &r.owner,
@@ -191,7 +175,7 @@ func (r *jobRow) dest() []any {
 		&r.leaseExp.ts, &r.leaseExp.ns, &r.heartbeat.ts, &r.heartbeat.ns, &r.committed,
 		&r.cancelRequested, &r.wake.ts, &r.wake.ns, &r.sweepFailures, &r.sweepRetry.ts, &r.sweepRetry.ns,
 		&r.concurrencyKey,
-	}
+	)
 }
 
 func (r *jobRow) job() (jobstate.Job, error) {
@@ -281,35 +265,6 @@ func mergeExecs(known, written []jobstate.Execution) []jobstate.Execution {
 // noExecs is earlier_execs of a job with at most one execution.
 const noExecs = "[]"
 
-// execArgs returns the values of execColumns for xs, a job's executions
-// in the contract's order. An unknown status, and an owner or error that
-// is not valid UTF-8 or holds a NUL character, are refused
-// (ErrInvalidArgument), as a text column and its CHECK refused them: JSON
-// would store the one and change the other.
-func execArgs(xs []jobstate.Execution) ([]any, error) {
-	for i := range xs {
-		if err := checkExec(&xs[i]); err != nil {
-			return nil, err
-		}
-	}
-	if len(xs) == 0 {
-		return []any{noExecs, pgtype.UUID{}, int64(0), "", "", negInf, int16(0), negInf, int16(0),
-			negInf, int16(0), negInf, int16(0), negInf, int16(0), ""}, nil
-	}
-	earlier, err := encExecs(xs[:len(xs)-1])
-	if err != nil {
-		return nil, err
-	}
-	x := &xs[len(xs)-1]
-	lease, leaseNs := encTime(x.LeaseExpiresAt)
-	hb, hbNs := encTime(x.HeartbeatAt)
-	claimed, claimedNs := encTime(x.ClaimedAt)
-	started, startedNs := encTime(x.StartedAt)
-	finished, finishedNs := encTime(x.FinishedAt)
-	return []any{earlier, pgID(x.ID), int64(x.Attempt), x.Owner, string(x.Status), lease, leaseNs, hb, hbNs,
-		claimed, claimedNs, started, startedNs, finished, finishedNs, x.Error}, nil
-}
-
 // checkExec refuses an execution the columns would not store as it is.
 func checkExec(x *jobstate.Execution) error {
 	if !x.Status.Live() && !x.Status.Final() {
@@ -362,12 +317,12 @@ func instant(t *time.Time) time.Time {
 }
 
 // decExecs reads jobs.earlier_execs of the job id.
-func decExecs(id uuid.UUID, data []byte) ([]jobstate.Execution, error) {
-	if string(data) == noExecs {
+func decExecs(id uuid.UUID, data string) ([]jobstate.Execution, error) {
+	if data == noExecs {
 		return nil, nil
 	}
 	var list []execJSON
-	if err := json.Unmarshal(data, &list); err != nil {
+	if err := json.Unmarshal([]byte(data), &list); err != nil {
 		return nil, fmt.Errorf("pgstore: job %s: executions: %w", id, err)
 	}
 	if len(list) == 0 {
@@ -386,19 +341,23 @@ func decExecs(id uuid.UUID, data []byte) ([]jobstate.Execution, error) {
 
 // execRow is the scan target of execColumns.
 type execRow struct {
-	earlier                                      []byte
+	earlier                                      string
 	id                                           pgtype.UUID
 	attempt                                      int64
 	owner, status, err                           string
 	leaseExp, heartbeat, claimed, started, ended tsPair
 }
 
-func (r *execRow) dest() []any {
-	return []any{
+func (r *execRow) dest() []any { return r.appendDest(make([]any, 0, execColumnCount)) }
+
+// appendDest appends to dst a pointer to each field of r, in the order of
+// execColumns.
+func (r *execRow) appendDest(dst []any) []any {
+	return append(dst,
 		&r.earlier, &r.id, &r.attempt, &r.owner, &r.status, &r.leaseExp.ts, &r.leaseExp.ns,
 		&r.heartbeat.ts, &r.heartbeat.ns, &r.claimed.ts, &r.claimed.ns, &r.started.ts, &r.started.ns,
 		&r.ended.ts, &r.ended.ns, &r.err,
-	}
+	)
 }
 
 // executions returns the executions of the job id the row holds.
@@ -464,9 +423,17 @@ func scanTransitions(rows pgx.Rows) ([]jobstate.Transition, error) {
 	return out, rows.Err()
 }
 
+// transitionArgs returns the values of transitionColumns for t, a
+// transition of the job jobID, each boxed for a statement's arguments.
 func transitionArgs(jobID uuid.UUID, t *jobstate.Transition) []any {
-	at, atNs := encTime(t.At)
-	return []any{pgID(jobID), t.Version, string(t.From), string(t.Event), string(t.To), t.Actor, t.Reason, encUUID(t.ExecID), at, atNs}
+	var v transitionValues
+	v.set(jobID, t)
+	var ptrs [transitionCount]any
+	args := make([]any, 0, transitionCount)
+	for _, p := range v.appendPtrs(ptrs[:0]) {
+		args = append(args, deref(p))
+	}
+	return args
 }
 
 const effectColumns = `name, exec_id, actor, at, at_ns`

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -57,79 +58,78 @@ var transitionDefaults = map[string]colDefault{
 	"exec_id": defaultNull, "at": defaultNegInf, "at_ns": defaultZero,
 }
 
-// isDefault reports whether v, a value as jobArgs or transitionArgs
-// encode it, is what d leaves in the column.
-func isDefault(d colDefault, v any) bool {
+// isDefault reports whether the value p points to (an address
+// appendPtrs returns) is what d leaves in the column.
+func isDefault(d colDefault, p any) bool {
 	switch d {
 	case defaultNull:
-		switch x := v.(type) {
-		case nil:
-			return true
-		case []byte:
-			return x == nil
-		case pgtype.UUID:
+		switch x := p.(type) {
+		case *[]byte:
+			return *x == nil
+		case *pgtype.UUID:
 			return !x.Valid
-		case pgtype.Timestamptz:
+		case *pgtype.Timestamptz:
 			return !x.Valid
 		}
 	case defaultEmpty:
-		s, ok := v.(string)
-		return ok && s == ""
+		s, ok := p.(*string)
+		return ok && *s == ""
 	case defaultEmptyList:
-		s, ok := v.(string)
-		return ok && s == "[]"
+		s, ok := p.(*string)
+		return ok && *s == noExecs
 	case defaultZero:
-		switch x := v.(type) {
-		case int64:
-			return x == 0
-		case int:
-			return x == 0
-		case int16:
-			return x == 0
-		case float64:
-			return math.Float64bits(x) == 0 // not -0
-		case bool:
-			return !x
+		switch x := p.(type) {
+		case *int64:
+			return *x == 0
+		case *int16:
+			return *x == 0
+		case *float64:
+			return math.Float64bits(*x) == 0 // not -0
+		case *bool:
+			return !*x
 		}
 	case defaultNegInf:
-		ts, ok := v.(pgtype.Timestamptz)
+		ts, ok := p.(*pgtype.Timestamptz)
 		return ok && ts.Valid && ts.InfinityModifier == pgtype.NegativeInfinity
 	}
 	return false
 }
 
-// copyColumns returns the columns of names (with defaults) that some row
-// of rows sets to another value than the default, and rows with only
-// those columns' values.
-func copyColumns(names []string, defaults map[string]colDefault, rows [][]any) ([]string, [][]any) {
-	keep := make([]int, 0, len(names))
+// copyIn returns the columns of names (with defaults, and types their
+// SQL types) that some row of rows sets to another value than the
+// default, and the COPY of those columns of rows (ptrs: appendPtrs of
+// R, in the order of names), encoded at once from the rows' fields.
+func copyIn[R any](table string, names, types []string, defaults map[string]colDefault, rows []R, ptrs func(*R, []any) []any) (*binaryCopy, error) {
+	defs := make([]colDefault, len(names))
 	for c, name := range names {
-		d := defaults[name]
-		if d == noDefault {
-			keep = append(keep, c)
-			continue
-		}
-		for _, r := range rows {
-			if !isDefault(d, r[c]) {
-				keep = append(keep, c)
-				break
+		defs[c] = defaults[name]
+	}
+	sent := make([]bool, len(names))
+	buf := make([]any, 0, len(names))
+	for i := range rows {
+		buf = ptrs(&rows[i], buf[:0])
+		for c, p := range buf {
+			if !sent[c] && !isDefault(defs[c], p) {
+				sent[c] = true
 			}
 		}
 	}
-	if len(keep) == len(names) {
-		return names, rows
-	}
-	cols := make([]string, len(keep))
-	for i, c := range keep {
-		cols[i] = names[c]
-	}
-	out := make([][]any, len(rows))
-	for i, r := range rows {
-		v := make([]any, len(keep))
-		for k, c := range keep {
-			v[k] = r[c]
+	var cols, colTypes []string
+	var keep []int
+	for c, name := range names {
+		if sent[c] {
+			cols, colTypes, keep = append(cols, name), append(colTypes, types[c]), append(keep, c)
 		}
-		out[i] = v
 	}
-	return cols, out
+	w := newCopyWriter(len(rows))
+	for i := range rows {
+		buf = ptrs(&rows[i], buf[:0])
+		w.startRow(len(keep))
+		for k, c := range keep {
+			if err := w.value(colTypes[k], buf[c]); err != nil {
+				return nil, fmt.Errorf("pgstore: %s.%s: %w", table, cols[k], err)
+			}
+		}
+	}
+	return &binaryCopy{cols: cols, rows: int64(len(rows)), data: w.end()}, nil
 }

@@ -79,8 +79,8 @@ func (s *Store) CreateBatch(ctx context.Context, keys []jobstate.BatchKey, fn jo
 		}
 		lazy := newLazyTx(tx)
 		fctx := s.fnContext(ctx, lazy)
-		jobs := make([][]any, 0, len(keys))
-		var hist [][]any
+		jobs := make([]rowValues, 0, len(keys))
+		hist := make([]transitionValues, 0, len(keys))
 		b := &pgx.Batch{}
 		ready := map[string]bool{}
 		var heads []headKey
@@ -105,14 +105,14 @@ func (s *Store) CreateBatch(ctx context.Context, keys []jobstate.BatchKey, fn jo
 			if err := jobstate.CheckNew(w); err != nil {
 				return nil, err
 			}
-			args, err := jobArgs(&w.Job, mergeExecs(nil, w.Executions))
-			if err != nil {
+			jobs = append(jobs, rowValues{})
+			if err := jobs[len(jobs)-1].set(&w.Job, mergeExecs(nil, w.Executions)); err != nil {
 				return nil, err
 			}
-			jobs = append(jobs, args)
 			id := w.Job.ID
 			for k := range w.Transitions {
-				hist = append(hist, transitionArgs(id, &w.Transitions[k]))
+				hist = append(hist, transitionValues{})
+				hist[len(hist)-1].set(id, &w.Transitions[k])
 			}
 			for k := range w.Effects {
 				b.Queue(s.sql.insertEffect, effectArgs(id, &w.Effects[k])...)
@@ -128,14 +128,20 @@ func (s *Store) CreateBatch(ctx context.Context, keys []jobstate.BatchKey, fn jo
 			out = append(out, jobstate.Created{Job: j})
 		}
 		if len(jobs) > 0 {
-			cols, rows := copyColumns(jobWriteNames, jobDefaults, jobs)
-			if _, err := tx.CopyFrom(context.WithoutCancel(ctx), pgx.Identifier{s.schema, "jobs"}, cols, pgx.CopyFromRows(rows)); err != nil {
+			data, err := copyIn("jobs", jobWriteNames, jobCopyTypes, jobDefaults, jobs, (*rowValues).appendPtrs)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := tx.CopyFrom(context.WithoutCancel(ctx), pgx.Identifier{s.schema, "jobs"}, data.cols, data); err != nil {
 				return nil, s.fail(ctx, "create batch", err)
 			}
 		}
 		if len(hist) > 0 {
-			cols, rows := copyColumns(transitionNames, transitionDefaults, hist)
-			if _, err := tx.CopyFrom(context.WithoutCancel(ctx), pgx.Identifier{s.schema, "transitions"}, cols, pgx.CopyFromRows(rows)); err != nil {
+			data, err := copyIn("transitions", transitionNames, transitionTypes, transitionDefaults, hist, (*transitionValues).appendPtrs)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := tx.CopyFrom(context.WithoutCancel(ctx), pgx.Identifier{s.schema, "transitions"}, data.cols, data); err != nil {
 				return nil, s.fail(ctx, "create batch", err)
 			}
 		}

@@ -83,3 +83,16 @@ const PinPlansSQL = pinPlans
 // GroupRoundTrip returns the moving average of the round trips of the
 // groups' COMMITs (0 before one was measured).
 func GroupRoundTrip(s *Store) time.Duration { return time.Duration(s.group.rtt.Load()) }
+
+// CopyTypes returns, for each table a COPY writes, the SQL type it sends
+// each column as.
+func CopyTypes() map[string]map[string]string {
+	out := map[string]map[string]string{"jobs": {}, "transitions": {}}
+	for i, c := range jobWriteNames {
+		out["jobs"][c] = jobCopyTypes[i]
+	}
+	for i, c := range transitionNames {
+		out["transitions"][c] = transitionTypes[i]
+	}
+	return out
+}
