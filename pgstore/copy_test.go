@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/stretchr/testify/require"
+	"github.com/jobstate/jobstate/internal/require"
 
 	"github.com/jobstate/jobstate"
 	"github.com/jobstate/jobstate/pgstore"
