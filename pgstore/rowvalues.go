@@ -13,9 +13,9 @@ import (
 // A job's row as a write sends it is kept in the types it is read into
 // (jobRow, execRow): set is the inverse of what a read does with them, and
 // the list of their fields' addresses (appendDest) is written once, for
-// both. A statement's arguments box each value (jobArgs); a COPY is handed
-// the addresses (copySource), so that a new job's values are not copied
-// into interface values one by one.
+// both. A statement's arguments box each value (jobArgs); a COPY's data
+// is written from the fields themselves (copyIn), so that a new job's
+// values are not copied into interface values one by one.
 
 // The number of columns in jobColumns, execColumns, jobWriteColumns and
 // transitionColumns (TestColumnCounts).
