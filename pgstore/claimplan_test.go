@@ -35,18 +35,14 @@ func planMachine() jobstate.Spec {
 	return s
 }
 
-// counter is an id source whose ids count the calls.
-func counter() func() (uuid.UUID, error) {
-	var n uint64
-	return func() (uuid.UUID, error) {
-		n++
-		var id uuid.UUID
-		for i := range 8 {
-			id[15-i] = byte(n >> (8 * i))
-		}
-		id[6], id[8] = 0x70, 0x80
-		return id, nil
-	}
+// twinEngine returns an engine of def on store, with a clock of its own
+// at start and enginesuite.CountingIDs, as each side of a twin test has.
+func twinEngine(t *testing.T, store jobstate.Store, def *jobstate.Definition, start time.Time) (*jobstate.Engine, *jobstate.ManualClock) {
+	t.Helper()
+	clock := jobstate.NewManualClock(start)
+	eng, err := jobstate.New(store, jobstate.WithMachines(def), jobstate.WithClock(clock), jobstate.WithIDs(enginesuite.CountingIDs()))
+	must(t, err)
+	return eng, clock
 }
 
 // TestClaimPlanAsTheFunction: the same jobs (with and without concurrency
@@ -56,16 +52,6 @@ func counter() func() (uuid.UUID, error) {
 // calls the claim function for every candidate (executions' ids aside,
 // which the two engines draw in different orders); and the first batch
 // takes its jobs by the plan.
-// twinEngine returns an engine of def on store, with a clock of its own
-// at start and the ids of counter, as each side of a twin test has.
-func twinEngine(t *testing.T, store jobstate.Store, def *jobstate.Definition, start time.Time) (*jobstate.Engine, *jobstate.ManualClock) {
-	t.Helper()
-	clock := jobstate.NewManualClock(start)
-	eng, err := jobstate.New(store, jobstate.WithMachines(def), jobstate.WithClock(clock), jobstate.WithIDs(counter()))
-	must(t, err)
-	return eng, clock
-}
-
 func TestClaimPlanAsTheFunction(t *testing.T) {
 	ctx := context.Background()
 	def, err := jobstate.NewDefinition(planMachine())

@@ -21,12 +21,12 @@ import (
 // RunKeyLimits checks Policy.MaxPerKey, the limit of live executions per
 // concurrency key, on a store that enforces it (jobstate.KeyLimiter): the
 // claims skip a key at its limit and take the other keys' jobs in claim
-// order, a batch claim counts the jobs it took itself, a claim of a named job at its key's limit is refused and changes
-// nothing, an expired lease counts until it is reclaimed, concurrent
-// claims never pass the limit, and a random sequence of operations never
-// leaves more live executions on a key than the limit, nor a claimable job
-// unclaimed. On a store that does not enforce it, it checks that the engine
-// refuses such a machine.
+// order, a batch claim counts the jobs it took itself, a claim of a named
+// job at its key's limit is refused and changes nothing, an expired lease
+// counts until it is reclaimed, concurrent claims never pass the limit,
+// and a random sequence of operations never leaves more live executions
+// on a key than the limit, nor a claimable job unclaimed. On a store that
+// does not enforce it, it checks that the engine refuses such a machine.
 func RunKeyLimits(t *testing.T, newStore NewStore) {
 	if kl, ok := newStore(t).(jobstate.KeyLimiter); !ok || !kl.LimitsKeys() {
 		t.Run("RefusedWithoutEnforcement", func(t *testing.T) {

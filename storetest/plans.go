@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/jobstate/jobstate"
+	"github.com/jobstate/jobstate/internal/enginesuite"
 )
 
 // RunPlans checks, with rapid, that a store applying claim or commit
@@ -37,7 +37,7 @@ func RunPlans(t *testing.T, newStore NewStore) {
 	if !claims || !creates {
 		t.Skip("plans reach a store through ClaimBatch and CreateBatch, and this one lacks one of them")
 	}
-	ids := [2]func() (uuid.UUID, error){countingIDs(), countingIDs()}
+	ids := [2]func() (uuid.UUID, error){enginesuite.CountingIDs(), enginesuite.CountingIDs()}
 	cases := 0
 	rapid.Check(t, func(rt *rapid.T) {
 		cases++
@@ -132,23 +132,6 @@ func runTwins(rt *rapid.T, machine string, stores [2]jobstate.Store, ids [2]func
 		"":          tw.compare,
 	})
 	tw.compare(rt)
-}
-
-// countingIDs is an id source whose ids count its calls: increasing, so
-// that jobs created at one instant are claimed in creation order on both
-// sides, whatever ids each side drew before. It may be called from
-// several goroutines.
-func countingIDs() func() (uuid.UUID, error) {
-	var next atomic.Uint64
-	return func() (uuid.UUID, error) {
-		n := next.Add(1)
-		var id uuid.UUID
-		for i := range 8 {
-			id[15-i] = byte(n >> (8 * i))
-		}
-		id[6], id[8] = 0x70, 0x80
-		return id, nil
-	}
 }
 
 func (tw *twins) create(rt *rapid.T) {
@@ -269,7 +252,7 @@ func (tw *twins) compare(rt *rapid.T) {
 		rt.Fatalf("with plans %d jobs, without %d", len(tw.a.ids), len(tw.b.ids))
 	}
 	for i := range tw.a.ids {
-		sa, sb := tw.a.load(rt, tw.ctx, i), tw.b.load(rt, tw.ctx, i)
+		sa, sb := tw.a.load(rt, i), tw.b.load(rt, i)
 		if !reflect.DeepEqual(sa, sb) {
 			rt.Fatalf("job %d:\nwith plans %+v\nwithout    %+v", i, sa, sb)
 		}
@@ -291,22 +274,8 @@ func (s *twin) index(rt *rapid.T, id uuid.UUID) int {
 }
 
 // load reads job i of s as compare compares it.
-func (s *twin) load(rt *rapid.T, ctx context.Context, i int) state {
-	id := s.ids[i]
-	var st state
-	var err error
-	if st.Job, err = s.store.Get(ctx, id); err != nil {
-		rt.Fatal(err)
-	}
-	if st.Execs, err = s.store.Executions(ctx, id); err != nil {
-		rt.Fatal(err)
-	}
-	if st.History, err = s.store.History(ctx, id); err != nil {
-		rt.Fatal(err)
-	}
-	if st.Effects, err = s.store.Effects(ctx, id); err != nil {
-		rt.Fatal(err)
-	}
+func (s *twin) load(rt *rapid.T, i int) state {
+	st := enginesuite.Load(rt, s.store, s.ids[i])
 	st.Job.ID, st.Job.Committed = uuid.Nil, uuid.Nil
 	for k := range st.Execs {
 		st.Execs[k].ID, st.Execs[k].JobID = uuid.Nil, uuid.Nil

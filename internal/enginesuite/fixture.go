@@ -115,7 +115,7 @@ type State struct {
 }
 
 // Load reads everything s holds about the job id, failing t on any error.
-func Load(t *testing.T, s jobstate.Store, id uuid.UUID) State {
+func Load(t require.TestingT, s jobstate.Store, id uuid.UUID) State {
 	t.Helper()
 	ctx := context.Background()
 	var st State

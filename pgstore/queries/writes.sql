@@ -350,9 +350,9 @@ SELECT * FROM w ORDER BY ord
 
 -- A planned member's job put back as it was before commit_planned wrote
 -- it at the version @written (its member's effect failed): the columns
--- that statement set get the values it replaced (the version one less) (the job was in
--- @from_state, with one live execution and nothing committed), and the
--- history row it inserted is deleted.
+-- that statement set get the values it replaced, the version is one
+-- less, the job is in @from_state with one live execution and nothing
+-- committed, and the history row it inserted is deleted.
 
 -- name: uncommit_planned
 WITH u AS (
