@@ -134,11 +134,7 @@ func jobArgs(j *jobstate.Job, execs []jobstate.Execution) ([]any, error) {
 		return nil, err
 	}
 	var ptrs [jobWriteCount]any
-	args := make([]any, 0, len(jobParams)+len(writeParams))
-	for _, p := range v.appendPtrs(ptrs[:0]) {
-		args = append(args, deref(p))
-	}
-	return args, nil
+	return derefAll(make([]any, 0, len(jobParams)+len(writeParams)), v.appendPtrs(ptrs[:0])), nil
 }
 
 // jobRow is the scan target of jobColumns.
@@ -429,11 +425,7 @@ func transitionArgs(jobID uuid.UUID, t *jobstate.Transition) []any {
 	var v transitionValues
 	v.set(jobID, t)
 	var ptrs [transitionCount]any
-	args := make([]any, 0, transitionCount)
-	for _, p := range v.appendPtrs(ptrs[:0]) {
-		args = append(args, deref(p))
-	}
-	return args
+	return derefAll(make([]any, 0, transitionCount), v.appendPtrs(ptrs[:0]))
 }
 
 const effectColumns = `name, exec_id, actor, at, at_ns`

@@ -69,10 +69,7 @@ func execsRoundTrip(t *testing.T, job uuid.UUID, xs []jobstate.Execution, owner,
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := w.dest()
-	for i := range args {
-		args[i] = deref(args[i])
-	}
+	args := derefAll(nil, w.dest())
 	var r execRow
 	for i, p := range r.dest() {
 		stored(t, p, args[i])

@@ -136,6 +136,15 @@ func (v *transitionValues) appendPtrs(dst []any) []any {
 	return append(dst, &v.job, &v.version, &v.from, &v.event, &v.to, &v.actor, &v.reason, &v.exec, &v.at.ts, &v.at.ns)
 }
 
+// derefAll appends to dst the value each of ptrs (appendPtrs' addresses)
+// points to, boxed for a statement's arguments.
+func derefAll(dst, ptrs []any) []any {
+	for _, p := range ptrs {
+		dst = append(dst, deref(p))
+	}
+	return dst
+}
+
 // deref returns the value p, one of appendPtrs' addresses, points to.
 func deref(p any) any {
 	switch p := p.(type) {

@@ -143,7 +143,7 @@ func FuzzJobRowRoundTrip(f *testing.F) {
 	})
 }
 
-// A kind the row cannot name is refused, as it always was.
+// A kind the row cannot name is refused (ErrInvalidArgument).
 func TestRowRefusesUnknownKind(t *testing.T) {
 	var v rowValues
 	err := v.set(&jobstate.Job{ID: uuid.New(), Kind: jobstate.Kind(200)}, nil)
